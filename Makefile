@@ -1,0 +1,44 @@
+# Two entry points: `make html` builds the site, `make test` runs the tests and then builds
+# the site. Both set up their own environment first:
+#   - by default, a virtual environment in .venv with the versions in constraints.txt
+#     (re-created when pyproject.toml or constraints.txt change);
+#   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
+#     triton) and nothing is installed: for GPU machines without network access.
+
+PYTHON ?= python3
+VENV ?= .venv
+SPHINXOPTS ?=
+BUILDDIR ?= _build
+
+ifeq ($(USE_SYSTEM_PYTHON),1)
+PY := $(PYTHON)
+ENV_READY :=
+else
+PY := $(VENV)/bin/python
+ENV_READY := $(VENV)/.installed
+endif
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.PHONY: html test pytest clean distclean
+
+html: $(ENV_READY)
+	$(PY) -m sphinx -W --keep-going -b html -c . $(SPHINXOPTS) docs $(BUILDDIR)/html
+	@echo "The site is in $(BUILDDIR)/html/index.html"
+
+test: pytest html
+
+pytest: $(ENV_READY)
+	$(PY) -m pytest
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --progress-bar off -c constraints.txt -e ".[test,docs]"
+	touch $@
+
+clean:
+	rm -rf $(BUILDDIR) docs/auto_examples docs/gen_modules docs/sg_execution_times.rst
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,25 @@
+"""Triton kernels for learning: each op with its torch reference and a checked launcher.
+
+Importing the package decides how kernels run: natively on a CUDA GPU, or, without one,
+in the Triton interpreter on the CPU (see :mod:`triton_guide.runtime`).
+"""
+
+from . import runtime  # first: it sets TRITON_INTERPRET before any kernel is defined
+from .attention import attention, attention_reference
+from .matmul import matmul, matmul_reference
+from .softmax import softmax, softmax_naive, softmax_reference
+from .vector_add import vector_add, vector_add_reference
+
+__all__ = [
+    "attention",
+    "attention_reference",
+    "matmul",
+    "matmul_reference",
+    "runtime",
+    "softmax",
+    "softmax_naive",
+    "softmax_reference",
+    "vector_add",
+    "vector_add_reference",
+]
+__version__ = "0.1.0"

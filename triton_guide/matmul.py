@@ -1,0 +1,126 @@
+"""Matrix multiplication ``a @ b``: tiles, ``tl.dot``, a loop over K, grouped program order.
+
+Each program computes one ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of the output, walking along
+K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are numbered so
+that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
+are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .runtime import interpreting
+from .validation import check_same_dtype, check_tensor
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """What :func:`matmul` computes, in plain PyTorch."""
+    return a @ b
+
+
+def _config(m: int, n: int, k: int, group: int, stages: int, warps: int) -> triton.Config:
+    meta = {"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": group}
+    return triton.Config(meta, num_stages=stages, num_warps=warps)
+
+
+def matmul_configs() -> list[triton.Config]:
+    """The tile shapes the autotuner tries: several on a GPU, one under the interpreter."""
+    if interpreting():
+        # The interpreter runs one numpy matmul per tile; there is nothing to tune.
+        return [_config(32, 32, 32, 4, 1, 4)]
+    return [
+        _config(128, 256, 64, 8, 3, 8),
+        _config(256, 128, 64, 8, 3, 8),
+        _config(128, 128, 64, 8, 4, 8),
+        _config(128, 128, 64, 8, 4, 4),
+        _config(128, 128, 32, 8, 4, 4),
+        _config(64, 256, 32, 8, 4, 4),
+        _config(128, 64, 32, 8, 4, 4),
+        _config(64, 128, 32, 8, 4, 4),
+        _config(64, 64, 64, 8, 3, 4),
+        _config(64, 64, 32, 8, 2, 4),
+    ]
+
+
+@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])
+@triton.jit
+def matmul_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,  # a is M x K, b is K x N, c is M x N
+    stride_am, stride_ak,  # elements between neighbours of a along M and along K
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
+):
+    # Grouped ordering: walk down GROUP_SIZE_M tile rows before moving one tile column right,
+    # so programs that run at the same time reuse the same tiles of a and b from L2.
+    program_id = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = program_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)  # the last group may be short
+    pid_m = first_pid_m + ((program_id % num_pid_in_group) % group_size_m)
+    pid_n = (program_id % num_pid_in_group) // group_size_m
+
+    # Rows of a and columns of b past the edge wrap round (% M, % N) instead of being masked:
+    # the loads stay in bounds, the extra results are never stored, and the hot loop needs
+    # a mask along K only.
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # The last K slice may be partial: zeros past the edge add nothing to the dot product.
+        k_remaining = K - k * BLOCK_SIZE_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
+        accumulator = tl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    c = accumulator.to(c_ptr.dtype.element_ty)
+
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
+
+    Inputs may have any strides (a transposed view works as is). The result has the inputs'
+    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
+    tensor cores as tf32, Triton's default for ``tl.dot``.
+    """
+    check_tensor("a", a, ndim=2)
+    check_tensor("b", b, ndim=2)
+    check_same_dtype("a", a, "b", b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns ({a.shape[1]}) "
+            f"must equal b's rows ({b.shape[0]})"
+        )
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+
+    matmul_kernel[grid](
+        a, b, c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+    )
+    return c

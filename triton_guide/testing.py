@@ -1,0 +1,66 @@
+"""Comparing a kernel's output with its reference, shared by the tests and the example pages."""
+
+from __future__ import annotations
+
+import torch
+
+from .runtime import interpreting
+
+
+def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
+    """``||actual - reference|| / ||reference||`` in float64 (the plain norm if ``reference`` is 0)."""
+    difference = (actual.double() - reference.double()).norm().item()
+    scale = reference.double().norm().item()
+    return difference / scale if scale > 0 else difference
+
+
+def tolerance(dtype: torch.dtype, *, tensor_cores: bool = False) -> float:
+    """The relative tolerance for results computed from inputs of ``dtype``.
+
+    ``tensor_cores``: the kernel multiplies with ``tl.dot``, which on a GPU rounds float32
+    inputs to tf32 (10 mantissa bits); the interpreter computes it exactly.
+    """
+    if dtype == torch.float32:
+        return 5e-3 if tensor_cores and not interpreting() else 1e-5
+    if dtype == torch.float16:
+        return 1e-2
+    if dtype == torch.bfloat16:
+        return 5e-2
+    raise ValueError(f"no tolerance defined for {dtype}")
+
+
+def assert_close(
+    actual: torch.Tensor, reference: torch.Tensor, *, rtol: float, atol: float = 0.0,
+    name: str = "output",
+) -> float:
+    """Check every element of ``actual`` against ``reference``; return the relative error.
+
+    An element passes when ``|actual - reference| <= rtol * (|reference| + rms(reference)) +
+    atol``: relative for large values, and measured against the tensor's typical size for
+    values near zero (``atol`` matters only where the whole reference is about zero). NaN
+    must appear exactly where the reference has NaN, and infinities must match exactly. On
+    failure the message says how many elements differ and shows the worst one.
+    """
+    if actual.shape != reference.shape:
+        raise AssertionError(f"{name}: shape {tuple(actual.shape)}, expected {tuple(reference.shape)}")
+    got = actual.detach().double().cpu()
+    want = reference.detach().double().cpu()
+    nan_mismatch = torch.isnan(got) != torch.isnan(want)
+    # Finite pairs are compared with the tolerance; anything else (inf) must match exactly.
+    regular = torch.isfinite(got) & torch.isfinite(want)
+    rms = want[regular].pow(2).mean().sqrt().item() if regular.any() else 0.0
+    error = torch.where(regular, (got - want).abs(), torch.zeros_like(got))
+    allowed = rtol * (want.abs() + rms) + atol
+    special = ~regular & ~torch.isnan(got) & ~torch.isnan(want)
+    bad = nan_mismatch | (regular & (error > allowed)) | (special & (got != want))
+    if bad.any():
+        count = int(bad.sum())
+        excess = torch.where(regular, error - allowed, torch.full_like(error, float("inf")))
+        excess = torch.where(bad, excess, torch.full_like(error, -float("inf")))
+        worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+        raise AssertionError(
+            f"{name}: {count} of {got.numel()} elements differ beyond rtol={rtol:g}; worst at "
+            f"index {worst}: got {got[worst].item():.6g}, expected {want[worst].item():.6g}; "
+            f"relative error over finite elements {relative_error(got[regular], want[regular]):.3g}"
+        )
+    return relative_error(got[regular], want[regular]) if regular.any() else 0.0
