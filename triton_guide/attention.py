@@ -59,35 +59,33 @@ def _forward_configs() -> list[triton.Config]:
         _config(128, 64, 3, 4),
         _config(128, 64, 4, 8),
         _config(128, 128, 3, 8),
-        _config(128, 32, 4, 4),
         _config(64, 64, 3, 4),
         _config(64, 32, 2, 4),  # small enough for float32 at head_dim 128
     ]
 
 
-def _backward_configs() -> list[triton.Config]:
-    # dkdv: BLOCK_N keys per program, stepping over queries BLOCK_M at a time (BLOCK_N a
-    # multiple of BLOCK_M). dq: BLOCK_M queries per program, keys BLOCK_N at a time (BLOCK_M
-    # a multiple of BLOCK_N). Each kernel reads only the names it needs.
+def _dkdv_configs() -> list[triton.Config]:
+    # BLOCK_N keys per program, stepping over queries BLOCK_M at a time (BLOCK_N a multiple
+    # of BLOCK_M).
     if interpreting():
         return [_config(16, 16, 1, 4)]
     return [
         _config(32, 128, 3, 4),
         _config(64, 128, 3, 8),
         _config(32, 64, 3, 4),
-        _config(64, 64, 2, 4),
         _config(32, 32, 2, 4),
     ]
 
 
 def _dq_configs() -> list[triton.Config]:
+    # BLOCK_M queries per program, stepping over keys BLOCK_N at a time (BLOCK_M a multiple
+    # of BLOCK_N).
     if interpreting():
         return [_config(16, 16, 1, 4)]
     return [
         _config(128, 32, 3, 4),
         _config(128, 64, 3, 8),
         _config(64, 32, 3, 4),
-        _config(64, 64, 2, 4),
         _config(32, 32, 2, 4),
     ]
 
@@ -246,7 +244,7 @@ def _dkdv_block_loop(
     return dk, dv
 
 
-@triton.autotune(configs=_backward_configs(), key=["seq_len", "HEAD_DIM", "CAUSAL"])
+@triton.autotune(configs=_dkdv_configs(), key=["seq_len", "HEAD_DIM", "CAUSAL"])
 @triton.jit
 def attention_backward_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, grad_out_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
