@@ -469,7 +469,9 @@ def attention(
     """``softmax(q @ k^T * sm_scale) @ v`` by flash attention, differentiable.
 
     ``q``, ``k``, ``v``: tensors of one shape (batch, heads, seq, head_dim) and one floating
-    dtype, any strides; ``head_dim`` from 16 to 128. ``causal`` hides from query ``i`` every
+    dtype, any strides; ``head_dim`` from 16 to 128. On a GPU, float32 inputs are multiplied
+    as tf32 (Triton's default for ``tl.dot``), so large scores lose precision: prefer float16
+    or bfloat16. ``causal`` hides from query ``i`` every
     key after position ``i``. ``sm_scale`` defaults to ``1 / sqrt(head_dim)``.
     """
     check_tensor("q", q, ndim=4)
