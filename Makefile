@@ -8,6 +8,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 SPHINXOPTS ?=
+PYTEST_ARGS ?=
 BUILDDIR ?= _build
 
 ifeq ($(USE_SYSTEM_PYTHON),1)
@@ -28,7 +29,7 @@ html: $(ENV_READY)
 test: pytest html
 
 pytest: $(ENV_READY)
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	rm -rf $(VENV)

@@ -8,6 +8,7 @@ from . import runtime  # first: it sets TRITON_INTERPRET before any kernel is de
 from .attention import attention, attention_reference
 from .matmul import matmul, matmul_reference
 from .softmax import softmax, softmax_naive, softmax_reference
+from .transpose import transpose, transpose_reference
 from .vector_add import vector_add, vector_add_reference
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "softmax",
     "softmax_naive",
     "softmax_reference",
+    "transpose",
+    "transpose_reference",
     "vector_add",
     "vector_add_reference",
 ]

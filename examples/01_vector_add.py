@@ -1,0 +1,140 @@
+"""
+Vector addition: programs, offsets and masks
+============================================
+
+The smallest useful Triton kernel adds two vectors. It already has everything every later
+kernel has: many *programs* running the same code, each finding its own slice of the data
+from its *program id*, loading it, computing, and storing the result, with a *mask* for the
+slice that runs past the end.
+
+You will learn:
+
+* what a Triton program is, and how it differs from a CUDA thread;
+* ``tl.program_id``, ``tl.arange``, ``tl.load`` / ``tl.store`` with ``mask``;
+* why ``BLOCK_SIZE`` is a ``tl.constexpr`` and a power of two;
+* how to launch a kernel over a grid, and how to check it against PyTorch;
+* what bandwidth a memory-bound kernel reaches, next to PyTorch's own ``x + y``.
+"""
+
+# %%
+# Where this page ran
+# -------------------
+# Pages run natively on a GPU, or in the Triton interpreter on the CPU when there is none
+# (small sizes, no timings). This line says which, and with which versions.
+
+import torch
+import triton
+
+import triton_guide
+from triton_guide import runtime, vector_add, vector_add_reference
+from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.testing import assert_close
+
+print(runtime.describe())
+device = runtime.device()
+
+# %%
+# Programs, not threads
+# ---------------------
+# A CUDA kernel is written for one thread, which usually handles one element. A Triton kernel
+# is written for one **program**, which handles a whole block of elements at once: its
+# variables are blocks (vectors or tiles), and the compiler decides how the threads of the
+# program share them. You launch as many programs as there are blocks.
+#
+# Here is the kernel, as it stands in ``triton_guide/vector_add.py``:
+#
+# .. literalinclude:: ../../triton_guide/vector_add.py
+#    :pyobject: vector_add_kernel
+#
+# Line by line:
+#
+# * ``tl.program_id(axis=0)`` is this program's index in the launch grid: 0, 1, 2, ...
+# * ``tl.arange(0, BLOCK_SIZE)`` is the block ``[0, 1, ..., BLOCK_SIZE - 1]``. Added to
+#   ``program_id * BLOCK_SIZE`` it gives the indices this program owns. ``BLOCK_SIZE`` must
+#   be known when the kernel is compiled (``tl.constexpr``) because it is the *shape* of
+#   ``offsets``; ``tl.arange`` also wants it to be a power of two.
+# * ``x_ptr + offsets`` is a block of pointers; ``tl.load`` reads them all at once.
+# * ``mask`` switches off the lanes whose index is past the end. A masked-off lane neither
+#   reads nor writes memory.
+#
+# The launcher allocates the output, works out the grid and launches:
+#
+# .. literalinclude:: ../../triton_guide/vector_add.py
+#    :pyobject: vector_add
+#    :start-at: out = torch.empty_like(x)
+#
+# ``kernel[grid](...)`` launches ``grid[0]`` programs. Tensors passed to a kernel arrive as
+# pointers to their first element; integers arrive as scalars.
+
+# %%
+# How many programs?
+# ------------------
+# One program per block, rounded up so that the last, partial block is covered:
+# ``triton.cdiv(n, BLOCK_SIZE)``. The mask then has to switch off the lanes of that last
+# program that fall past ``n``.
+
+n = runtime.pick(interpreter=98_765, gpu=98_765_431)
+block_size = 1024
+num_programs = triton.cdiv(n, block_size)
+valid_in_last = n - (num_programs - 1) * block_size
+print(f"n = {n:,} elements, BLOCK_SIZE = {block_size}")
+print(f"programs launched: cdiv({n}, {block_size}) = {num_programs:,}")
+print(f"the last program owns indices {(num_programs - 1) * block_size:,} .. "
+      f"{num_programs * block_size - 1:,}; {valid_in_last} of its {block_size} lanes are valid")
+
+# %%
+# Check against PyTorch
+# ---------------------
+# Fresh random inputs, a length that is not a multiple of the block, and the reference
+# computed in float64. ``assert_close`` checks every element and reports the worst one.
+
+x = torch.randn(n, device=device)
+y = torch.randn(n, device=device)
+out = vector_add(x, y)
+error = assert_close(out, vector_add_reference(x.double(), y.double()), rtol=1e-6)
+print(f"vector_add matches torch on {n:,} elements; relative error {error:.1e}")
+
+for odd_n in (1, 17, 1025):
+    a, b = torch.randn(2, odd_n, device=device).unbind(0)
+    assert_close(vector_add(a, b), a.double() + b.double(), rtol=1e-6)
+print("and on lengths 1, 17 and 1025")
+
+# %%
+# Bandwidth
+# ---------
+# Each element costs 12 bytes of memory traffic (two 4-byte reads, one 4-byte write) and one
+# addition: the kernel is bound by memory bandwidth, so we measure GB/s. Small vectors cannot
+# fill the GPU and are dominated by the launch; large ones should approach the copy bandwidth
+# of the card. PyTorch's ``x + y`` is the baseline, timed in the same run.
+
+sizes = [2**k for k in range(12, 29, 2)]
+
+
+def ours(size):
+    a, b = torch.randn(2, size, device=device).unbind(0)
+    return lambda: vector_add(a, b)
+
+
+def torch_add(size):
+    a, b = torch.randn(2, size, device=device).unbind(0)
+    return lambda: a + b
+
+
+results = sweep(sizes, {"triton_guide": ours, "torch": torch_add},
+                lambda size, ms: gb_per_s(3 * 4 * size, ms), label="n")
+if results is not None:
+    plot(sizes, results, xlabel="elements (float32)", ylabel="GB/s", title="vector add")
+    largest = sizes[-1]
+    ratio = results["triton_guide"][-1] / results["torch"][-1]
+    print(f"at n = 2^{largest.bit_length() - 1}: triton_guide reaches {ratio:.2f}x torch's bandwidth")
+
+# %%
+# Takeaways
+# ---------
+# * A program handles a block; the grid is the number of blocks, rounded up.
+# * Offsets = ``program_id * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)``; mask = ``offsets < n``.
+# * An element-wise kernel is memory bound: its speed is bytes moved over time, and a good
+#   one runs as fast as PyTorch's.
+#
+# Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
+# :func:`triton_guide.testing.assert_close`.

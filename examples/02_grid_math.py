@@ -1,0 +1,120 @@
+"""
+Grid math: how many programs, and who owns what
+===============================================
+
+Every launch needs a grid: how many programs to start along each axis. Get it wrong by one
+and part of your output is never written, with no error. This page does the arithmetic,
+draws who owns which element, and shows what goes wrong with ``N // B``.
+
+You will learn:
+
+* ``triton.cdiv(N, B)`` and the ``(N + B - 1) // B`` formula behind it;
+* the worked numbers for a 1D vector and a 2D matrix of tiles;
+* how a program finds its tile from ``tl.program_id(0)`` and ``tl.program_id(1)``;
+* how to catch an undersized grid: poison the output and count what was never written.
+"""
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import triton
+
+from triton_guide import runtime
+from triton_guide.vector_add import vector_add_kernel
+
+print(runtime.describe())
+device = runtime.device()
+
+# %%
+# Ceiling division
+# ----------------
+# ``N`` elements in blocks of ``B`` need ``ceil(N / B)`` programs. In integers,
+# ``(N + B - 1) // B``: adding ``B - 1`` pushes any remainder over the next multiple of
+# ``B``. ``triton.cdiv`` is exactly that formula.
+
+N, B = 1000, 64
+print(f"(N + B - 1) // B = ({N} + {B} - 1) // {B} = {(N + B - 1) // B}")
+print(f"triton.cdiv({N}, {B}) = {triton.cdiv(N, B)}")
+print(f"N // B = {N // B}: {N // B} programs cover {N // B * B} elements, and {N - N // B * B} are left over")
+last = triton.cdiv(N, B) - 1
+print(f"program {last} owns indices {last * B}..{last * B + B - 1}; "
+      f"the mask keeps {N - last * B} of them (< {N})")
+
+# %%
+# Who owns which element (1D)
+# ---------------------------
+# Each coloured band is one program's block. The last program's block runs past ``N``: the
+# hatched part is masked off.
+
+fig, ax = plt.subplots(figsize=(8, 1.8))
+num_programs = triton.cdiv(N, B)
+colours = plt.cm.tab20(np.arange(num_programs) % 20)
+for pid in range(num_programs):
+    start = pid * B
+    width = min(B, N - start)
+    ax.barh(0, width, left=start, color=colours[pid], edgecolor="white")
+    ax.text(start + width / 2, 0, str(pid), ha="center", va="center", fontsize=8)
+ax.barh(0, num_programs * B - N, left=N, color="none", edgecolor="grey", hatch="//")
+ax.axvline(N, color="black", linewidth=1)
+ax.set_yticks([])
+ax.set_xlabel("element index")
+ax.set_title(f"N = {N}, BLOCK_SIZE = {B}: {num_programs} programs; the last one is masked past {N}")
+fig.tight_layout()
+
+# %%
+# Two dimensions: tiles
+# ---------------------
+# A matrix is cut into tiles, and the grid gets one axis per dimension:
+# ``grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))``. Inside the kernel, ``tl.program_id(0)``
+# says which tile row and ``tl.program_id(1)`` which tile column the program owns.
+
+M, N2, BLOCK_M, BLOCK_N = 512, 256, 64, 64
+grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N2, BLOCK_N))
+print(f"a {M} x {N2} matrix in {BLOCK_M} x {BLOCK_N} tiles: grid = {grid}, "
+      f"{grid[0]} x {grid[1]} = {grid[0] * grid[1]} programs")
+
+fig, ax = plt.subplots(figsize=(4.5, 6))
+owner = np.zeros((M, N2))
+for pid_m in range(grid[0]):
+    for pid_n in range(grid[1]):
+        owner[pid_m * BLOCK_M:(pid_m + 1) * BLOCK_M, pid_n * BLOCK_N:(pid_n + 1) * BLOCK_N] = pid_m * grid[1] + pid_n
+        ax.text(pid_n * BLOCK_N + BLOCK_N / 2, pid_m * BLOCK_M + BLOCK_M / 2,
+                f"({pid_m},{pid_n})", ha="center", va="center", fontsize=7)
+ax.imshow(owner % 20, cmap="tab20", interpolation="nearest", vmin=0, vmax=19)
+ax.set_xlabel("column")
+ax.set_ylabel("row")
+ax.set_title("tile owned by program (program_id(0), program_id(1))", fontsize=9)
+fig.tight_layout()
+
+# %%
+# The same with ragged edges: a 500 x 250 matrix still needs 8 x 4 programs, and the tiles
+# on the last row and column are partly masked.
+
+print(f"500 x 250 in 64 x 64 tiles: grid = ({triton.cdiv(500, 64)}, {triton.cdiv(250, 64)}); "
+      f"the last tile row holds {500 - 7 * 64} rows and the last tile column {250 - 3 * 64} columns")
+
+# %%
+# What goes wrong with ``N // B``
+# -------------------------------
+# Launch the real vector-add kernel with a grid of ``N // B`` programs. Nothing fails: the
+# kernel simply never runs for the tail. To see it, fill the output with NaN first
+# ("poison" it) and count the elements still NaN afterwards. This is a habit worth keeping
+# in every test: ``torch.empty`` may hand back memory that already holds the right answer.
+
+n, block = 1000, 64
+x = torch.randn(n, device=device)
+y = torch.randn(n, device=device)
+for name, num in (("N // B", n // block), ("cdiv(N, B)", triton.cdiv(n, block))):
+    out = torch.full((n,), float("nan"), device=device)
+    vector_add_kernel[(num,)](x, y, out, n, BLOCK_SIZE=block)
+    unwritten = torch.isnan(out).sum().item()
+    correct = torch.isclose(out, x + y).sum().item()
+    print(f"grid = {name:<10} -> {num:>2} programs: {correct} elements correct, {unwritten} never written")
+
+# %%
+# Takeaways
+# ---------
+# * ``grid = (triton.cdiv(N, BLOCK),)``; for 2D, one ``cdiv`` per axis.
+# * The grid rounds up, the mask trims: you need both.
+# * Test with sizes that are not multiples of the block, and poison outputs before checking.

@@ -1,0 +1,140 @@
+"""
+2D blocks: broadcasting, strides and 2D masks
+=============================================
+
+Matrices are stored as one long row of memory. To work on a tile of one, a program builds
+a 2D block of offsets from a column of row indices and a row of column indices, by
+broadcasting, exactly as in NumPy or PyTorch. This page builds such a block, draws it, and
+uses it in a tiled transpose.
+
+You will learn:
+
+* what ``rows[:, None]`` and ``cols[None, :]`` are, and what adding them gives;
+* how strides turn (row, column) into a memory offset, including for views such as ``x.t()``;
+* how to build a 2D mask for tiles on the ragged edge;
+* a complete 2D kernel (transpose) on a 2D grid, checked against PyTorch.
+"""
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from triton_guide import runtime, transpose, transpose_reference
+from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.testing import assert_close
+
+print(runtime.describe())
+device = runtime.device()
+
+# %%
+# Broadcasting in one picture
+# ---------------------------
+# ``tl.arange`` gives 1D blocks. ``rows[:, None]`` turns a block of 4 into a 4 x 1 column;
+# ``cols[None, :]`` turns a block of 8 into a 1 x 8 row. Any arithmetic between the two
+# stretches both to 4 x 8. Triton follows NumPy's rules, so PyTorch shows the same result:
+
+rows = torch.arange(4)
+cols = torch.arange(8)
+print("rows[:, None] has shape", tuple(rows[:, None].shape), " cols[None, :] has shape", tuple(cols[None, :].shape))
+print("rows + cols (no None) would be an error: shapes (4,) and (8,) do not broadcast")
+row_stride = 8
+offsets = rows[:, None] * row_stride + cols[None, :]
+print("rows[:, None] * 8 + cols[None, :] =")
+print(offsets)
+
+# %%
+# Strides
+# -------
+# ``x.stride()`` says how many elements to skip to move one step along each dimension. A
+# row-major 4 x 8 matrix has strides (8, 1); its transpose ``x.t()`` is the same memory read
+# with strides (1, 8). A kernel that takes the strides as arguments works on both without a
+# copy.
+
+x = torch.arange(32, dtype=torch.float32).reshape(4, 8)
+print("x.stride() =", x.stride(), "  x.t().stride() =", x.t().stride())
+print("x[2, 5] sits at offset 2 * 8 + 5 * 1 =", 2 * 8 + 5, "-> value", x.flatten()[21].item())
+
+# %%
+# 2D masks on the edge
+# --------------------
+# A tile that hangs over the edge of the matrix needs a mask that is true only where both
+# the row and the column are inside: ``(rows[:, None] < M) & (cols[None, :] < N)``. Below,
+# an 11 x 13 matrix in 8 x 8 tiles: the tile of program (1, 1) covers rows 8..15 and
+# columns 8..15, and only 3 x 5 of its 64 offsets are real elements.
+
+M, N, BLOCK = 11, 13, 8
+tile_rows = 1 * BLOCK + np.arange(BLOCK)
+tile_cols = 1 * BLOCK + np.arange(BLOCK)
+mask = (tile_rows[:, None] < M) & (tile_cols[None, :] < N)
+tile_offsets = tile_rows[:, None] * N + tile_cols[None, :]
+print(f"valid lanes in tile (1, 1): {mask.sum()} of {mask.size}")
+
+fig, ax = plt.subplots(figsize=(5, 5))
+ax.imshow(mask, cmap="Greens", vmin=-0.5, vmax=1.5)
+for i in range(BLOCK):
+    for j in range(BLOCK):
+        ax.text(j, i, str(tile_offsets[i, j]), ha="center", va="center", fontsize=8,
+                color="black" if mask[i, j] else "grey")
+ax.set_xticks(range(BLOCK), tile_cols)
+ax.set_yticks(range(BLOCK), tile_rows)
+ax.set_xlabel("column index (cols[None, :])")
+ax.set_ylabel("row index (rows[:, None])")
+ax.set_title(f"offsets row * {N} + col of tile (1, 1) in an {M} x {N} matrix;\ngreen = mask true", fontsize=9)
+fig.tight_layout()
+
+# %%
+# A 2D kernel: transpose
+# ----------------------
+# Each program loads one tile with the input's strides and stores it with the roles of the
+# output's strides swapped. The grid has two axes, one per tile dimension:
+#
+# .. literalinclude:: ../../triton_guide/transpose.py
+#    :pyobject: transpose_kernel
+#
+# and the launcher:
+#
+# .. literalinclude:: ../../triton_guide/transpose.py
+#    :pyobject: transpose
+#    :start-at: num_rows, num_cols = x.shape
+
+shape = runtime.pick(interpreter=(301, 203), gpu=(8191, 4099))
+x = torch.randn(shape, device=device)
+assert_close(transpose(x), transpose_reference(x), rtol=0.0)
+print(f"transpose of a {shape[0]} x {shape[1]} matrix matches torch exactly")
+
+strided = torch.randn(90, 120, device=device)[::3, 7::2]
+assert_close(transpose(strided), strided.t(), rtol=0.0)
+print(f"and of a strided view of shape {tuple(strided.shape)} with strides {strided.stride()}, without a copy")
+
+# %%
+# Bandwidth
+# ---------
+# A transpose reads and writes every element once, like a copy; but one side is always read
+# or written down a column, so it is a test of how well the tile shape keeps memory accesses
+# contiguous. Baseline: ``x.t().contiguous()`` in PyTorch.
+
+sizes = [512, 1024, 2048, 4096, 8192]
+
+
+def ours(size):
+    a = torch.randn(size, size, device=device)
+    return lambda: transpose(a)
+
+
+def torch_transpose(size):
+    a = torch.randn(size, size, device=device)
+    return lambda: a.t().contiguous()
+
+
+results = sweep(sizes, {"triton_guide": ours, "torch": torch_transpose},
+                lambda size, ms: gb_per_s(2 * 4 * size * size, ms), label="n")
+if results is not None:
+    plot(sizes, results, xlabel="n (n x n float32 matrix)", ylabel="GB/s", title="transpose")
+
+# %%
+# Takeaways
+# ---------
+# * ``a[:, None]`` is a column, ``b[None, :]`` a row; together they make a tile.
+# * offset = row * row_stride + col * col_stride: pass strides and views work unchanged.
+# * A 2D mask is the AND of a row mask and a column mask, broadcast the same way.

@@ -1,0 +1,172 @@
+"""
+Softmax: naive, fused, online
+=============================
+
+Softmax along rows, ``exp(x - max(x)) / sum(exp(x - max(x)))``, is memory bound: a few
+operations per element, so its speed is set by how many times the data crosses between
+GPU memory and the chip. This page compares three ways to compute it by that count, and
+then by the clock.
+
+You will learn:
+
+* why subtracting the row maximum matters;
+* how many memory round trips a chain of PyTorch operations makes, and how a fused kernel
+  makes one;
+* the online softmax: a running maximum and a running sum, rescaled as the maximum grows,
+  for rows too long to hold at once (and the heart of flash attention, next page);
+* GB/s against row length, next to PyTorch.
+"""
+
+# %%
+import math
+
+import torch
+
+from triton_guide import runtime, softmax, softmax_naive, softmax_reference
+from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.softmax import MAX_ONE_PASS_BLOCK
+from triton_guide.testing import assert_close, tolerance
+
+print(runtime.describe())
+device = runtime.device()
+
+# %%
+# Why subtract the maximum
+# ------------------------
+# ``exp`` overflows float32 just above 88. Softmax does not change when the same number is
+# subtracted from every element of a row, so subtracting the row maximum keeps every
+# exponent at or below 0 without changing the answer.
+
+row = torch.tensor([10.0, 50.0, 100.0])
+print("exp(row) / sum:        ", (row.exp() / row.exp().sum()).tolist())
+shifted = row - row.max()
+print("exp(row - max) / sum:  ", (shifted.exp() / shifted.exp().sum()).tolist())
+
+# %%
+# Naive: one PyTorch operation at a time
+# --------------------------------------
+# Written with PyTorch operations, each line is a kernel that reads its inputs from memory
+# and writes its output back:
+#
+# .. literalinclude:: ../../triton_guide/softmax.py
+#    :pyobject: softmax_naive
+#
+# For an M x N input that is ``5MN + 2M`` elements read and ``3MN + 2M`` written, against
+# ``MN`` read and ``MN`` written for a kernel that keeps the row on chip:
+
+M, N = 4096, 4096
+naive_elements = (5 * M * N + 2 * M) + (3 * M * N + 2 * M)
+fused_elements = 2 * M * N
+print(f"M = N = {N}, float32: naive moves {naive_elements * 4 / 1e6:.0f} MB, fused "
+      f"{fused_elements * 4 / 1e6:.0f} MB: {naive_elements / fused_elements:.1f}x less traffic")
+
+# %%
+# Fused, one pass
+# ---------------
+# One program per row. The row fits in one block (``BLOCK_SIZE`` is the row length rounded
+# up to a power of two), so it is read once, reduced twice in registers and written once.
+# Lanes past the end of the row read ``-inf``: they change neither the maximum nor the sum.
+#
+# .. literalinclude:: ../../triton_guide/softmax.py
+#    :pyobject: softmax_kernel
+#
+# This stops working when a row no longer fits in registers: here, beyond
+# ``MAX_ONE_PASS_BLOCK`` elements.
+
+print("MAX_ONE_PASS_BLOCK =", MAX_ONE_PASS_BLOCK)
+
+# %%
+# Online softmax
+# --------------
+# Read the row in blocks, and keep two numbers: the largest value seen so far ``m`` and the
+# sum ``s`` of ``exp(x - m)`` over everything seen so far. When a block brings a larger
+# maximum ``m'``, every term already in ``s`` was computed against the old ``m``; since
+# ``exp(x - m') = exp(x - m) * exp(m - m')``, one multiplication fixes them all:
+#
+# .. math:: s' = s \cdot e^{m - m'} + \sum_{x \in \text{block}} e^{x - m'}
+#
+# After the last block, ``m`` and ``s`` are the row's maximum and normaliser, and a second
+# pass writes ``exp(x - m) / s``. Here is the update run by hand, in blocks of 4:
+
+values = torch.randn(10, dtype=torch.float64) * 3
+m, s = -math.inf, 0.0
+for start in range(0, len(values), 4):
+    block = values[start:start + 4]
+    new_m = max(m, block.max().item())
+    s = s * math.exp(m - new_m) + torch.exp(block - new_m).sum().item()
+    m = new_m
+    print(f"after elements {start}..{start + len(block) - 1}: m = {m:7.4f}, s = {s:8.5f}")
+print(f"exact: max = {values.max().item():7.4f}, sum = {torch.exp(values - values.max()).sum().item():8.5f}")
+
+# %%
+# The kernel does the same with one ``m`` and ``s`` per lane, merged at the end, so that the
+# loop needs no reduction across lanes. It reads the row twice and writes it once:
+# ``3MN`` elements of traffic instead of ``2MN``, for rows of any length.
+#
+# .. literalinclude:: ../../triton_guide/softmax.py
+#    :pyobject: softmax_online_kernel
+#
+# ``softmax(x)`` picks the one-pass kernel when the row fits and the online kernel when it
+# does not; ``method=`` forces one.
+
+# %%
+# Check against PyTorch
+# ---------------------
+# Rows of odd length, rows holding ``-inf`` (a masked position), large values, and float16.
+
+x = torch.randn(runtime.pick(interpreter=(37, 1000), gpu=(4099, 5003)), device=device)
+x[0, :700] = -math.inf
+x[1] *= 1e4
+reference = softmax_reference(x.double())
+for method in ("one_pass", "online"):
+    error = assert_close(softmax(x, method=method), reference, rtol=1e-5)
+    print(f"{method:<8} float32 {tuple(x.shape)}: relative error {error:.1e}")
+error = assert_close(softmax_naive(x), reference, rtol=1e-5)
+print(f"naive    float32 {tuple(x.shape)}: relative error {error:.1e}")
+half = x.half()
+error = assert_close(softmax(half), softmax_reference(half.double()), rtol=tolerance(torch.float16))
+print(f"auto     float16 {tuple(x.shape)}: relative error {error:.1e}")
+long_rows = torch.randn(3, MAX_ONE_PASS_BLOCK + 3, device=device)
+error = assert_close(softmax(long_rows), softmax_reference(long_rows.double()), rtol=1e-5)
+print(f"auto     float32 {tuple(long_rows.shape)} (online, the row does not fit): relative error {error:.1e}")
+
+# %%
+# Performance
+# -----------
+# 4096 rows of float32, row length from 256 to 16384. GB/s counts the bytes a perfect
+# kernel must move (read once, write once) for every variant, so the naive version's extra
+# trips show up as a lower rate.
+
+lengths = [256, 512, 1024, 2048, 4096, 8192, 16384]
+
+
+def variant(fn):
+    def prepare(n):
+        data = torch.randn(4096, n, device=device)
+        return lambda: fn(data)
+    return prepare
+
+
+results = sweep(
+    lengths,
+    {
+        "fused (one pass)": variant(lambda t: softmax(t, method="one_pass")),
+        "online": variant(lambda t: softmax(t, method="online")),
+        "naive (torch ops)": variant(softmax_naive),
+        "torch.softmax": variant(lambda t: torch.softmax(t, dim=-1)),
+    },
+    lambda n, ms: gb_per_s(2 * 4096 * n * 4, ms),
+    label="N",
+)
+if results is not None:
+    plot(lengths, results, xlabel="row length (4096 rows, float32)", ylabel="GB/s", title="softmax")
+    i = lengths.index(4096)
+    print(f"at 4096 x 4096: fused {results['fused (one pass)'][i] / results['torch.softmax'][i]:.2f}x "
+          f"torch.softmax, {results['fused (one pass)'][i] / results['naive (torch ops)'][i]:.2f}x naive")
+
+# %%
+# Takeaways
+# ---------
+# * Count memory trips: for memory-bound work they predict the speed.
+# * Fuse the steps so each element is read once and written once.
+# * A running max and a running sum, rescaled by ``exp(m - m')``, make softmax streamable.
