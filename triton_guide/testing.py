@@ -17,12 +17,14 @@ def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
 def tolerance(dtype: torch.dtype, *, tensor_cores: bool = False) -> float:
     """The relative tolerance for results computed from inputs of ``dtype``.
 
-    ``tensor_cores``: the kernel multiplies with ``tl.dot``, which on a GPU rounds float32
-    inputs to tf32 (10 mantissa bits, as many as float16 has), so it gets float16's
-    tolerance; the interpreter computes it exactly.
+    ``tensor_cores``: the kernel multiplies with ``tl.dot``, which on a GPU reduces float32
+    inputs to tf32 (10 mantissa bits); the interpreter computes it exactly. Measured on an
+    H100 (triton 3.6), float32 attention through tf32 lands 1.2e-3 to 2.1e-3 from the float64
+    reference over the whole tensor, with single elements beyond 1e-2 in a few million, so
+    tf32 gets 3e-2.
     """
     if dtype == torch.float32:
-        return 1e-2 if tensor_cores and not interpreting() else 1e-5
+        return 3e-2 if tensor_cores and not interpreting() else 1e-5
     if dtype == torch.float16:
         return 1e-2
     if dtype == torch.bfloat16:
