@@ -1,12 +1,10 @@
 """Sphinx configuration for the triton-guide site (sources in docs/, examples in examples/)."""
 
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PYTHONPATH", str(ROOT))
 
 import triton_guide  # noqa: E402  (decides GPU or interpreter before any example runs)
 

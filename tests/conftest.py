@@ -11,8 +11,9 @@ import torch
 from triton_guide import runtime
 from triton_guide.testing import assert_close
 
-# (op) -> list of (shape, dtype, relative error), filled by the `check` fixture.
-_RESULTS: dict[str, list[tuple[tuple[int, ...], torch.dtype, float]]] = defaultdict(list)
+# op -> list of (shape, dtype name, relative error), filled by the `check` fixture (and, under
+# pytest-xdist, gathered from the workers when they finish).
+_RESULTS: dict[str, list[tuple[tuple[int, ...], str, float]]] = defaultdict(list)
 
 BF16_NEEDS_GPU = pytest.mark.skipif(
     runtime.interpreting(),
@@ -51,7 +52,7 @@ def check():
 
     def compare(op, actual, reference, *, rtol, atol=0.0, name="output"):
         error = assert_close(actual, reference, rtol=rtol, atol=atol, name=name)
-        _RESULTS[op].append((tuple(actual.shape), actual.dtype, error))
+        _RESULTS[op].append((tuple(actual.shape), str(actual.dtype).removeprefix("torch."), error))
         return error
 
     return compare
@@ -59,6 +60,20 @@ def check():
 
 def pytest_report_header(config):
     return f"triton_guide runs on: {runtime.describe()}"
+
+
+def pytest_sessionfinish(session):
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:  # an xdist worker: hand the records to the controller
+        worker_output["triton_guide_results"] = [
+            (op, list(shape), dtype, error) for op, rows in _RESULTS.items() for shape, dtype, error in rows
+        ]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for op, shape, dtype, relative_error in node.workeroutput.get("triton_guide_results", []):
+        _RESULTS[op].append((tuple(shape), dtype, relative_error))
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -70,6 +85,6 @@ def pytest_terminal_summary(terminalreporter):
         largest = max(rows, key=lambda row: torch.Size(row[0]).numel())
         worst = max(rows, key=lambda row: row[2])
         terminalreporter.write_line(
-            f"{op:<22} {len(rows):>4} checks; largest {largest[0]} {str(largest[1])[6:]}; "
-            f"largest relative error {worst[2]:.2e} ({worst[0]} {str(worst[1])[6:]})"
+            f"{op:<22} {len(rows):>4} checks; largest {largest[0]} {largest[1]}; "
+            f"largest relative error {worst[2]:.2e} ({worst[0]} {worst[1]})"
         )

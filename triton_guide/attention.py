@@ -29,7 +29,6 @@ import triton.language as tl
 from .runtime import interpreting
 from .validation import check_same_dtype, check_same_shape, check_tensor
 
-LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
 
 
@@ -275,7 +274,7 @@ def attention_backward_dkdv_kernel(
     v = tl.load(v_ptr + batch * stride_vb + head * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=tile_mask, other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e), as in the forward kernel
 
     if CAUSAL:
         # Queries before first_key see none of these keys; those on the diagonal see some.
@@ -357,7 +356,7 @@ def attention_backward_dq_kernel(
     lse = tl.load(lse_ptr + batch_head.to(tl.int64) * seq_len + offs_m, mask=row_mask, other=0.0)
     delta = tl.load(delta_ptr + batch_head.to(tl.int64) * seq_len + offs_m, mask=row_mask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e), as in the forward kernel
 
     if CAUSAL:
         dq = _dq_block_loop(
