@@ -79,12 +79,13 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter):
     if not _RESULTS:
         return
-    terminalreporter.section("largest shape and largest relative error per op")
+    terminalreporter.section("largest shape and largest relative error per op and dtype")
     for op in sorted(_RESULTS):
-        rows = _RESULTS[op]
-        largest = max(rows, key=lambda row: torch.Size(row[0]).numel())
-        worst = max(rows, key=lambda row: row[2])
-        terminalreporter.write_line(
-            f"{op:<22} {len(rows):>4} checks; largest {largest[0]} {largest[1]}; "
-            f"largest relative error {worst[2]:.2e} ({worst[0]} {worst[1]})"
-        )
+        for dtype in sorted({row[1] for row in _RESULTS[op]}):
+            rows = [row for row in _RESULTS[op] if row[1] == dtype]
+            largest = max(rows, key=lambda row: torch.Size(row[0]).numel())
+            worst = max(rows, key=lambda row: row[2])
+            terminalreporter.write_line(
+                f"{op:<20} {dtype:<9} {len(rows):>3} checks; largest {largest[0]}; "
+                f"largest relative error {worst[2]:.2e} at {worst[0]}"
+            )
