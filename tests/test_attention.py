@@ -26,12 +26,14 @@ def run_and_compare(q, k, v, causal, check, sm_scale=None, name="attention"):
     expected.backward(grad_out.double())
     rtol = tolerance(q.dtype, tensor_cores=True)
     check(f"{name} forward", out, expected, rtol=rtol, name="out")
-    # A gradient can be exactly zero (one token: softmax of one score is constant), so allow
-    # an absolute error of the order of rounding in the inputs.
-    atol = rtol * 0.1
-    check(f"{name} backward", q.grad, q64.grad, rtol=rtol, atol=atol, name="dq")
-    check(f"{name} backward", k.grad, k64.grad, rtol=rtol, atol=atol, name="dk")
-    check(f"{name} backward", v.grad, v64.grad, rtol=rtol, atol=atol, name="dv")
+    # The backward pass uses Delta = rowsum(out * grad_out) with `out` already rounded to the
+    # input dtype, so a row's gradient error scales with that row's |out|, largest for the
+    # first rows of causal attention (few keys), not with the tensor's rms. Measure the
+    # absolute part against the largest reference gradient (at least 0.1: with one token the
+    # exact dq and dk are zero).
+    for grad, expected_grad, label in ((q.grad, q64.grad, "dq"), (k.grad, k64.grad, "dk"), (v.grad, v64.grad, "dv")):
+        atol = rtol * max(expected_grad.abs().max().item(), 0.1)
+        check(f"{name} backward", grad, expected_grad, rtol=rtol, atol=atol, name=label)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
