@@ -7,6 +7,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 import triton_guide  # noqa: E402  (decides GPU or interpreter before any example runs)
+from sphinx_gallery.sorting import ExplicitOrder  # noqa: E402
+
+# The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
+GALLERY_SECTIONS = ["basics", "core_kernels", "debugging"]
 
 project = "triton-guide"
 author = "the triton-guide developers"
@@ -24,7 +28,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "**/*.zip", "**/*.md5"]
+exclude_patterns = ["_build", "auto_examples/**.ipynb", "auto_examples/**.py", "**/*.zip", "**/*.md5"]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 
 autodoc_typehints = "description"
@@ -42,12 +46,16 @@ copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
 sphinx_gallery_conf = {
-    "examples_dirs": str(ROOT / "examples"),
-    "gallery_dirs": str(ROOT / "docs" / "auto_examples"),
+    "examples_dirs": "../examples",  # paths here are relative to docs/
+    "gallery_dirs": "auto_examples",
     "filename_pattern": r"/\d\d_",  # execute every numbered page
+    # Sections in learning order; inside a section, pages by their number.
+    "subsection_order": ExplicitOrder(
+        [f"../examples/{section}" for section in GALLERY_SECTIONS]
+    ),
     "within_subsection_order": "FileNameSortKey",
     "doc_module": ("triton_guide",),
-    "backreferences_dir": str(ROOT / "docs" / "gen_modules" / "backreferences"),
+    "backreferences_dir": "gen_modules/backreferences",
     "download_all_examples": False,
     "remove_config_comments": True,
     "image_scrapers": ("matplotlib",),

@@ -43,7 +43,7 @@ device = runtime.device()
 #
 # Here is the kernel, as it stands in ``triton_guide/vector_add.py``:
 #
-# .. literalinclude:: ../../triton_guide/vector_add.py
+# .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: vector_add_kernel
 #
 # Line by line:
@@ -59,7 +59,7 @@ device = runtime.device()
 #
 # The launcher allocates the output, works out the grid and launches:
 #
-# .. literalinclude:: ../../triton_guide/vector_add.py
+# .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: vector_add
 #    :start-at: out = torch.empty_like(x)
 #

@@ -49,7 +49,7 @@ for n in (256, 1024, 4096):
 # each step, and accumulates their product with ``tl.dot`` (which runs on the tensor cores)
 # into a float32 accumulator:
 #
-# .. literalinclude:: ../../triton_guide/matmul.py
+# .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
 #
 # Ragged edges are handled twice over. Along M and N, row and column indices are wrapped

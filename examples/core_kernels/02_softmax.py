@@ -48,7 +48,7 @@ print("exp(row - max) / sum:  ", (shifted.exp() / shifted.exp().sum()).tolist())
 # Written with PyTorch operations, each line is a kernel that reads its inputs from memory
 # and writes its output back:
 #
-# .. literalinclude:: ../../triton_guide/softmax.py
+# .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_naive
 #
 # For an M x N input that is ``5MN + 2M`` elements read and ``3MN + 2M`` written, against
@@ -67,7 +67,7 @@ print(f"M = N = {N}, float32: naive moves {naive_elements * 4 / 1e6:.0f} MB, fus
 # up to a power of two), so it is read once, reduced twice in registers and written once.
 # Lanes past the end of the row read ``-inf``: they change neither the maximum nor the sum.
 #
-# .. literalinclude:: ../../triton_guide/softmax.py
+# .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_kernel
 #
 # This stops working when a row no longer fits in registers: here, beyond
@@ -103,7 +103,7 @@ print(f"exact: max = {values.max().item():7.4f}, sum = {torch.exp(values - value
 # loop needs no reduction across lanes. It reads the row twice and writes it once:
 # ``3MN`` elements of traffic instead of ``2MN``, for rows of any length.
 #
-# .. literalinclude:: ../../triton_guide/softmax.py
+# .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_online_kernel
 #
 # ``softmax(x)`` picks the one-pass kernel when the row fits and the online kernel when it

@@ -117,14 +117,14 @@ print(f"online softmax over the same tiles: relative error {rel(online_attention
 # (``exp2``, with ``log2(e)`` folded into the scale once, as the hardware computes ``2^x``
 # natively), and the two products run on the tensor cores with ``tl.dot``:
 #
-# .. literalinclude:: ../../triton_guide/attention.py
+# .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _forward_block_loop
 #
 # The kernel loads its query block once, runs that loop over the key range, and stores the
 # normalised output together with each row's log-sum-exp (``m + log2(l)``), which the
 # backward pass needs:
 #
-# .. literalinclude:: ../../triton_guide/attention.py
+# .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_forward_kernel
 #
 # Masks cost time, so the loop is called with masking switched on (``tl.constexpr`` flags,
@@ -174,12 +174,12 @@ for causal in (False, True):
 # ``P = exp2(S * scale * log2(e) - lse)``. A small kernel first computes ``Delta``. Then one
 # kernel owns a block of keys and accumulates ``dK`` and ``dV`` over all query blocks:
 #
-# .. literalinclude:: ../../triton_guide/attention.py
+# .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _dkdv_block_loop
 #
 # and another owns a block of queries and accumulates ``dQ`` over all key blocks:
 #
-# .. literalinclude:: ../../triton_guide/attention.py
+# .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _dq_block_loop
 #
 # Each output block has exactly one owner, so no atomics are needed. ``attention`` wraps the

@@ -89,12 +89,12 @@ fig.tight_layout()
 # Each program loads one tile with the input's strides and stores it with the roles of the
 # output's strides swapped. The grid has two axes, one per tile dimension:
 #
-# .. literalinclude:: ../../triton_guide/transpose.py
+# .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose_kernel
 #
 # and the launcher:
 #
-# .. literalinclude:: ../../triton_guide/transpose.py
+# .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose
 #    :start-at: num_rows, num_cols = x.shape
 
