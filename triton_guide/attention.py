@@ -107,7 +107,7 @@ def _forward_block_loop(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,  # hide keys after the query (blocks on the diagonal)
     BOUNDS_MASK: tl.constexpr,  # hide keys at or past seq_len (the last, partial block)
-    INT64_OFFSETS: tl.constexpr,  # offsets can pass 2**31 - 1: compute them in int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     offs_n = tl.arange(0, BLOCK_N)
     if INT64_OFFSETS:
@@ -147,7 +147,7 @@ def attention_forward_kernel(
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
-    INT64_OFFSETS: tl.constexpr,  # offsets within a head can pass 2**31 - 1: use int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets within a head can pass 2**31 - 1: use int64
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
@@ -215,7 +215,7 @@ def attention_backward_preprocess_kernel(
     out_ptr, grad_out_ptr, delta_ptr,  # out and grad_out contiguous; delta (batch*heads, seq)
     seq_len,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     # delta_i = sum_d out[i, d] * grad_out[i, d], the row term of the softmax gradient.
     block_index = tl.program_id(0)
@@ -240,7 +240,7 @@ def _dkdv_block_loop(
     offs_n, offs_d, seq_len, qk_scale,
     start, end,  # query range to visit, start a multiple of BLOCK_M
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     # Query rows past seq_len load as zeros (q, grad_out, lse and delta), so they add exactly
     # zero to dk and dv: no bounds mask is needed here.
@@ -281,7 +281,7 @@ def attention_backward_dkdv_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per step
     BLOCK_N: tl.constexpr,  # keys per program; a multiple of BLOCK_M
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
     if INT64_OFFSETS:
@@ -372,7 +372,7 @@ def attention_backward_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
     if INT64_OFFSETS:

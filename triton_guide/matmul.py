@@ -58,7 +58,7 @@ def matmul_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
-    INT64_OFFSETS: tl.constexpr,  # offsets can pass 2**31 - 1: compute them in int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     # Grouped ordering: walk down GROUP_SIZE_M tile rows before moving one tile column right,
     # so programs that run at the same time reuse the same tiles of a and b from L2.

@@ -50,7 +50,7 @@ def softmax_kernel(
     output_row_stride,
     num_cols,  # length of a row
     BLOCK_SIZE: tl.constexpr,  # a power of two >= num_cols: the whole row in one block
-    INT64_OFFSETS: tl.constexpr,  # offsets can pass 2**31 - 1: compute them in int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -78,7 +78,7 @@ def softmax_online_kernel(
     output_row_stride,
     num_cols,
     BLOCK_SIZE: tl.constexpr,  # columns per step; the row may be any number of blocks long
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -129,7 +129,7 @@ def softmax_backward_kernel(
     grad_output_col_stride,
     num_cols,
     BLOCK_SIZE: tl.constexpr,  # columns per step
-    INT64_OFFSETS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     # dx_j = y_j * (dy_j - sum_k dy_k * y_k): one dot product per row, then one
     # element-wise pass. A row that fits in one block is read from memory once and from

@@ -31,7 +31,7 @@ def transpose_kernel(
     output_row_stride, output_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
-    INT64_OFFSETS: tl.constexpr,  # offsets can pass 2**31 - 1: compute them in int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     # A 2D grid: axis 0 walks down the rows of the input, axis 1 across its columns.
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)

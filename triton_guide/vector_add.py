@@ -29,7 +29,7 @@ def vector_add_kernel(
     out_ptr,  # pointer to the first element of the output
     num_elements,  # how many elements the three tensors hold
     BLOCK_SIZE: tl.constexpr,  # elements per program; a power of two
-    INT64_OFFSETS: tl.constexpr,  # offsets can pass 2**31 - 1: compute them in int64
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     program_id = tl.program_id(axis=0)
     if INT64_OFFSETS:
