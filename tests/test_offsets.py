@@ -1,5 +1,8 @@
 """Views that reach past 2**31 - 1 elements into their storage: offsets must be int64.
 
+Every stride here is below 2**31 (a stride of 2**31 or more reaches the kernel as an int64
+argument already); it is ``index * stride`` that passes 2**31 - 1.
+
 The storage is allocated with ``torch.empty`` and never filled: the operating system maps
 a page only when it is touched, so a 4 GiB float16 buffer costs the few pages the view
 writes. On a GPU the same tests allocate the buffer for real (4 GiB of GPU memory).
@@ -66,8 +69,8 @@ def test_helper_decides_int64(shape, strides, largest_index, expected):
 @pytest.mark.parametrize("method", ["one_pass", "online"])
 @pytest.mark.parametrize(
     "shape,strides",
-    [((2, 16), (FAR, 1)), ((3, 4), (1, FAR // 3 + 1))],
-    ids=["second_row_at_2**31", "columns_2**31_apart"],
+    [((3, 16), (FAR // 2 + 8, 1)), ((3, 4), (1, FAR // 3 + 1))],
+    ids=["third_row_past_2**31", "last_column_past_2**31"],
 )
 def test_softmax_far_view(huge_storage, shape, strides, method, check):
     x = far_view(huge_storage, shape, strides)
@@ -77,8 +80,8 @@ def test_softmax_far_view(huge_storage, shape, strides, method, check):
 
 
 def test_softmax_backward_far_gradient(huge_storage, device, check):
-    x = torch.randn(2, 16, device=device, dtype=torch.float16, requires_grad=True)
-    grad_out = far_view(huge_storage, (2, 16), (FAR, 1))
+    x = torch.randn(3, 16, device=device, dtype=torch.float16, requires_grad=True)
+    grad_out = far_view(huge_storage, (3, 16), (FAR // 2 + 8, 1))
     (grad,) = torch.autograd.grad(softmax(x), x, grad_out)
     x64 = x.detach().double().requires_grad_()
     (expected,) = torch.autograd.grad(torch.softmax(x64, -1), x64, grad_out.double())
