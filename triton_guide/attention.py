@@ -27,7 +27,16 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .validation import check_same_dtype, check_same_shape, check_tensor
+from .library import refuse_double_backward, through_operator
+from .validation import (
+    check_bool,
+    check_grid_axis,
+    check_positive_number,
+    check_same_dtype,
+    check_same_shape,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
 
@@ -98,8 +107,11 @@ def _forward_block_loop(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,  # hide keys after the query (blocks on the diagonal)
     BOUNDS_MASK: tl.constexpr,  # hide keys at or past seq_len (the last, partial block)
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     offs_n = tl.arange(0, BLOCK_N)
+    if INT64_OFFSETS:
+        offs_n = offs_n.to(tl.int64)
     d_mask = offs_d < HEAD_DIM
     for start_n in range(start, end, BLOCK_N):
         cols = start_n + offs_n
@@ -135,11 +147,14 @@ def attention_forward_kernel(
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
+    INT64_OFFSETS: tl.constexpr = False,  # offsets within a head can pass 2**31 - 1: use int64
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
         # Blocks near the end of the sequence have the most keys to visit: start them first.
         block_index = tl.num_programs(0) - 1 - block_index
+    if INT64_OFFSETS:
+        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
@@ -151,6 +166,8 @@ def attention_forward_kernel(
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
+    if INT64_OFFSETS:
+        offs_d = offs_d.to(tl.int64)
     row_mask = offs_m < seq_len
     tile_mask = row_mask[:, None] & (offs_d < HEAD_DIM)[None, :]
     q = tl.load(q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=tile_mask, other=0.0)
@@ -164,27 +181,27 @@ def attention_forward_kernel(
         acc, row_sum, row_max = _forward_block_loop(
             acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, 0, first_row,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
+            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
         )
         # The diagonal block: each row sees the keys up to its own position.
         diagonal_end = tl.minimum(first_row + BLOCK_M, seq_len)
         acc, row_sum, row_max = _forward_block_loop(
             acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, first_row, diagonal_end,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True,
+            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
         )
     else:
         full_end = (seq_len // BLOCK_N) * BLOCK_N
         acc, row_sum, row_max = _forward_block_loop(
             acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, 0, full_end,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
+            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
         )
         # At most one partial block of keys remains past the last full one.
         acc, row_sum, row_max = _forward_block_loop(
             acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, full_end, seq_len,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
+            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
         )
 
     acc = acc / row_sum[:, None]
@@ -198,12 +215,17 @@ def attention_backward_preprocess_kernel(
     out_ptr, grad_out_ptr, delta_ptr,  # out and grad_out contiguous; delta (batch*heads, seq)
     seq_len,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     # delta_i = sum_d out[i, d] * grad_out[i, d], the row term of the softmax gradient.
     block_index = tl.program_id(0)
+    if INT64_OFFSETS:
+        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1).to(tl.int64)
     offs_m = block_index * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
+    if INT64_OFFSETS:
+        offs_d = offs_d.to(tl.int64)
     mask = (offs_m[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
     offsets = batch_head * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     out = tl.load(out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
@@ -218,10 +240,13 @@ def _dkdv_block_loop(
     offs_n, offs_d, seq_len, qk_scale,
     start, end,  # query range to visit, start a multiple of BLOCK_M
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     # Query rows past seq_len load as zeros (q, grad_out, lse and delta), so they add exactly
     # zero to dk and dv: no bounds mask is needed here.
     offs_m0 = tl.arange(0, BLOCK_M)
+    if INT64_OFFSETS:
+        offs_m0 = offs_m0.to(tl.int64)
     d_mask = offs_d < HEAD_DIM
     for start_m in range(start, end, BLOCK_M):
         offs_m = start_m + offs_m0
@@ -256,8 +281,11 @@ def attention_backward_dkdv_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per step
     BLOCK_N: tl.constexpr,  # keys per program; a multiple of BLOCK_M
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
+    if INT64_OFFSETS:
+        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
@@ -269,6 +297,8 @@ def attention_backward_dkdv_kernel(
     first_key = block_index * BLOCK_N
     offs_n = first_key + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
+    if INT64_OFFSETS:
+        offs_d = offs_d.to(tl.int64)
     tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
     k = tl.load(k_ptr + batch * stride_kb + head * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=tile_mask, other=0.0)
     v = tl.load(v_ptr + batch * stride_vb + head * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=tile_mask, other=0.0)
@@ -282,6 +312,7 @@ def attention_backward_dkdv_kernel(
         dk, dv = _dkdv_block_loop(
             dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don, stride_dod,
             offs_n, offs_d, seq_len, qk_scale, first_key, diagonal_end, HEAD_DIM, BLOCK_M, CAUSAL_MASK=True,
+            INT64_OFFSETS=INT64_OFFSETS,
         )
         rest_start = first_key + BLOCK_N
     else:
@@ -289,6 +320,7 @@ def attention_backward_dkdv_kernel(
     dk, dv = _dkdv_block_loop(
         dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don, stride_dod,
         offs_n, offs_d, seq_len, qk_scale, rest_start, seq_len, HEAD_DIM, BLOCK_M, CAUSAL_MASK=False,
+        INT64_OFFSETS=INT64_OFFSETS,
     )
 
     out_offsets = batch * stride_dkb + head * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
@@ -303,9 +335,11 @@ def _dq_block_loop(
     offs_m, offs_d, seq_len, qk_scale,
     start, end,  # key range to visit, start a multiple of BLOCK_N
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     offs_n0 = tl.arange(0, BLOCK_N)
+    if INT64_OFFSETS:
+        offs_n0 = offs_n0.to(tl.int64)
     d_mask = offs_d < HEAD_DIM
     for start_n in range(start, end, BLOCK_N):
         offs_n = start_n + offs_n0
@@ -338,8 +372,11 @@ def attention_backward_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
+    if INT64_OFFSETS:
+        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
@@ -349,6 +386,8 @@ def attention_backward_dq_kernel(
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
+    if INT64_OFFSETS:
+        offs_d = offs_d.to(tl.int64)
     row_mask = offs_m < seq_len
     tile_mask = row_mask[:, None] & (offs_d[None, :] < HEAD_DIM)
     q = tl.load(q_ptr + batch * stride_qb + head * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=tile_mask, other=0.0)
@@ -362,24 +401,24 @@ def attention_backward_dq_kernel(
         dq = _dq_block_loop(
             dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, 0, first_row, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=False,
+            CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
         )
         dq = _dq_block_loop(
             dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, first_row, tl.minimum(first_row + BLOCK_M, seq_len),
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True,
+            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
         )
     else:
         full_end = (seq_len // BLOCK_N) * BLOCK_N
         dq = _dq_block_loop(
             dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, 0, full_end, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=False,
+            CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
         )
         dq = _dq_block_loop(
             dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_d, seq_len, qk_scale, full_end, seq_len, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=True,
+            CAUSAL_MASK=False, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
         )
 
     dq_ptrs = dq_ptr + batch * stride_dqb + head * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
@@ -405,6 +444,7 @@ def attention_forward(
         q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
         heads, seq_len, sm_scale,
         HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), CAUSAL=causal,
+        INT64_OFFSETS=needs_int64_offsets(q, k, v, out, lse),
     )
     return out, lse
 
@@ -418,9 +458,11 @@ def attention_backward(
     block_d = triton.next_power_of_2(head_dim)
     grad_out = grad_out.contiguous()
     delta = torch.empty_like(lse)
+    int64_offsets = needs_int64_offsets(q, k, v, out, grad_out, lse)
     preprocess_block = 64 if not interpreting() else 16
     attention_backward_preprocess_kernel[(triton.cdiv(seq_len, preprocess_block), batch * heads)](
         out, grad_out, delta, seq_len, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
+        INT64_OFFSETS=int64_offsets,
     )
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
@@ -433,6 +475,7 @@ def attention_backward(
     attention_backward_dkdv_kernel[dkdv_grid](
         q, k, v, grad_out, lse, delta, dk, dv, *common, *_strides(dk),
         heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
+        INT64_OFFSETS=int64_offsets,
     )
 
     def dq_grid(meta):
@@ -441,41 +484,79 @@ def attention_backward(
     attention_backward_dq_kernel[dq_grid](
         q, k, v, grad_out, lse, delta, dq, *common, *_strides(dq),
         heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
+        INT64_OFFSETS=int64_offsets,
     )
     return dq, dk, dv
 
 
-class _FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal, sm_scale):
-        out, lse = attention_forward(q, k, v, causal, sm_scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal = causal
-        ctx.sm_scale = sm_scale
-        return out
+# Forward and backward are registered as PyTorch operators: autograd records the forward
+# and calls the backward operator, and torch.compile sees each as one node whose outputs'
+# shapes the fake implementations give.
+@torch.library.custom_op("triton_guide::attention_forward", mutates_args=())
+def _attention_forward_op(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return attention_forward(q, k, v, causal, sm_scale)
 
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal, ctx.sm_scale)
-        return dq, dk, dv, None, None
+
+@_attention_forward_op.register_fake
+def _(q, k, v, causal, sm_scale):
+    batch, heads, seq_len, _ = q.shape
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+@torch.library.custom_op("triton_guide::attention_backward", mutates_args=())
+def _attention_backward_op(
+    grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    out: torch.Tensor, lse: torch.Tensor, causal: bool, sm_scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return attention_backward(grad_out, q, k, v, out, lse, causal, sm_scale)
+
+
+@_attention_backward_op.register_fake
+def _(grad_out, q, k, v, out, lse, causal, sm_scale):
+    return tuple(torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+
+
+def _save_for_backward(ctx, inputs, output):
+    q, k, v, causal, sm_scale = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.causal = causal
+    ctx.sm_scale = sm_scale
+    ctx.mark_non_differentiable(lse)
+
+
+def _attention_grad(ctx, grad_out, grad_lse):
+    # lse is an internal output, never handed to the caller: its gradient is always None.
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = _attention_backward_op(grad_out, q, k, v, out, lse, ctx.causal, ctx.sm_scale)
+    return dq, dk, dv, None, None
+
+
+_attention_forward_op.register_autograd(_attention_grad, setup_context=_save_for_backward)
+refuse_double_backward(_attention_backward_op, "attention")
 
 
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
     sm_scale: float | None = None,
 ) -> torch.Tensor:
-    """``softmax(q @ k^T * sm_scale) @ v`` by flash attention, differentiable.
+    """``softmax(q @ k^T * sm_scale) @ v`` by flash attention, differentiable once.
 
     ``q``, ``k``, ``v``: tensors of one shape (batch, heads, seq, head_dim) and one floating
     dtype, any strides; ``head_dim`` from 16 to 128. On a GPU, float32 inputs are multiplied
     as tf32 (Triton's default for ``tl.dot``), so large scores lose precision: prefer float16
-    or bfloat16. ``causal`` hides from query ``i`` every
-    key after position ``i``. ``sm_scale`` defaults to ``1 / sqrt(head_dim)``.
+    or bfloat16. ``causal`` (a bool, numpy's included) hides from query ``i`` every
+    key after position ``i``. ``sm_scale`` (any positive real number) defaults to
+    ``1 / sqrt(head_dim)``. A second derivative (``create_graph=True``, then backward
+    through the gradient) raises a RuntimeError.
     """
-    check_tensor("q", q, ndim=4)
-    check_tensor("k", k, ndim=4)
-    check_tensor("v", v, ndim=4)
+    q = check_tensor("q", q, ndim=4)
+    k = check_tensor("k", k, ndim=4)
+    v = check_tensor("v", v, ndim=4)
     check_same_shape("q", q, "k", k)
     check_same_shape("q", q, "v", v)
     check_same_dtype("q", q, "k", k)
@@ -485,10 +566,14 @@ def attention(
         raise ValueError(
             f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, got {head_dim}"
         )
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_grid_axis(
+        "q", q.shape[0] * q.shape[1],
+        "one program column per (batch, head) pair: split the batch into smaller calls",
+    )
+    causal = check_bool("causal", causal)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
-    elif not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
-        raise ValueError(f"sm_scale must be a positive finite number, got {sm_scale!r}")
-    return _FlashAttention.apply(q, k, v, causal, float(sm_scale))
+    sm_scale = check_positive_number("sm_scale", sm_scale)
+    if through_operator(q, k, v):  # autograd or torch.compile: see triton_guide.library
+        return _attention_forward_op(q, k, v, causal, sm_scale)[0]
+    return attention_forward(q, k, v, causal, sm_scale)[0]

@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .validation import check_same_dtype, check_tensor
+from .library import through_operator
+from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -57,6 +58,7 @@ def matmul_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     # Grouped ordering: walk down GROUP_SIZE_M tile rows before moving one tile column right,
     # so programs that run at the same time reuse the same tiles of a and b from L2.
@@ -76,6 +78,15 @@ def matmul_kernel(
     offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
     offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
+    # Step along K by this many elements of a and of b per iteration.
+    step_ak = BLOCK_SIZE_K * stride_ak
+    step_bk = BLOCK_SIZE_K * stride_bk
+    if INT64_OFFSETS:
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+        offs_k = offs_k.to(tl.int64)
+        step_ak = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_ak
+        step_bk = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_bk
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
@@ -86,12 +97,15 @@ def matmul_kernel(
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
+        a_ptrs += step_ak
+        b_ptrs += step_bk
     c = accumulator.to(c_ptr.dtype.element_ty)
 
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    if INT64_OFFSETS:
+        offs_cm = offs_cm.to(tl.int64)
+        offs_cn = offs_cn.to(tl.int64)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
@@ -104,14 +118,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
     tensor cores as tf32, Triton's default for ``tl.dot``.
     """
-    check_tensor("a", a, ndim=2)
-    check_tensor("b", b, ndim=2)
+    a = check_tensor("a", a, ndim=2)
+    b = check_tensor("b", b, ndim=2)
     check_same_dtype("a", a, "b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns ({a.shape[1]}) "
             f"must equal b's rows ({b.shape[0]})"
         )
+    if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
+        return _matmul_op(a, b)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -122,5 +138,34 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     matmul_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
     return c
+
+
+@torch.library.custom_op("triton_guide::matmul", mutates_args=())
+def _matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return matmul(a, b)
+
+
+@_matmul_op.register_fake
+def _(a, b):
+    return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+
+
+def _save_inputs(ctx, inputs, output):
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _matmul_grad(ctx, grad_c):
+    # c = a @ b, so dL/da = dL/dc @ b^T and dL/db = a^T @ dL/dc: two more matmuls, with
+    # transposed views (no copies). They go through the operator, so they differentiate too.
+    a, b = ctx.saved_tensors
+    grad_a = _matmul_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = _matmul_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+_matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)

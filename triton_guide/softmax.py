@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .validation import check_tensor
+from .library import refuse_double_backward, through_operator
+from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
 # At 16384 fp32 elements a row is 64 KiB, held in the registers of 16 warps.
@@ -45,15 +46,23 @@ def softmax_kernel(
     input_ptr,
     output_ptr,
     input_row_stride,  # elements between the starts of two input rows
+    input_col_stride,  # elements between neighbours in a row (1 unless x is a strided view)
     output_row_stride,
     num_cols,  # length of a row
     BLOCK_SIZE: tl.constexpr,  # a power of two >= num_cols: the whole row in one block
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
+    if INT64_OFFSETS:
+        row = row.to(tl.int64)
+        cols = cols.to(tl.int64)
     mask = cols < num_cols
     # Lanes past the end of the row read -inf, so they change neither the max nor the sum.
-    x = tl.load(input_ptr + row * input_row_stride + cols, mask=mask, other=-float("inf"))
+    x = tl.load(
+        input_ptr + row * input_row_stride + cols * input_col_stride,
+        mask=mask, other=-float("inf"),
+    )
     x = x.to(tl.float32)
     numerator = tl.exp(x - tl.max(x, axis=0))
     result = numerator / tl.sum(numerator, axis=0)
@@ -65,14 +74,19 @@ def softmax_online_kernel(
     input_ptr,
     output_ptr,
     input_row_stride,
+    input_col_stride,
     output_row_stride,
     num_cols,
     BLOCK_SIZE: tl.constexpr,  # columns per step; the row may be any number of blocks long
+    INT64_OFFSETS: tl.constexpr = False,
 ):
     row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    if INT64_OFFSETS:
+        row = row.to(tl.int64)
+        cols = cols.to(tl.int64)
     input_row = input_ptr + row * input_row_stride
     output_row = output_ptr + row * output_row_stride
-    cols = tl.arange(0, BLOCK_SIZE)
 
     # Pass 1. Each lane keeps the running max and running sum of the columns it has seen
     # (lane i sees columns i, i + BLOCK_SIZE, ...), so no cross-lane reduction is needed
@@ -81,7 +95,9 @@ def softmax_online_kernel(
     running_sum = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, num_cols, BLOCK_SIZE):
         mask = start + cols < num_cols
-        x = tl.load(input_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(
+            input_row + (start + cols) * input_col_stride, mask=mask, other=-float("inf")
+        ).to(tl.float32)
         new_max = tl.maximum(running_max, x)
         # A lane that has seen only -inf keeps max -inf; shifting by 0 instead of by -inf
         # avoids exp(-inf - -inf) = nan there, and its sum stays 0.
@@ -97,8 +113,55 @@ def softmax_online_kernel(
     # Pass 2: read the row again and write the normalised values.
     for start in range(0, num_cols, BLOCK_SIZE):
         mask = start + cols < num_cols
-        x = tl.load(input_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(
+            input_row + (start + cols) * input_col_stride, mask=mask, other=-float("inf")
+        ).to(tl.float32)
         tl.store(output_row + start + cols, tl.exp(x - row_max) / row_sum, mask=mask)
+
+
+@triton.jit
+def softmax_backward_kernel(
+    output_ptr,  # y = softmax(x), saved by the forward pass; rows contiguous
+    grad_output_ptr,  # dL/dy, any strides
+    grad_input_ptr,  # dL/dx, written here; rows contiguous like y
+    output_row_stride,
+    grad_output_row_stride,
+    grad_output_col_stride,
+    num_cols,
+    BLOCK_SIZE: tl.constexpr,  # columns per step
+    INT64_OFFSETS: tl.constexpr = False,
+):
+    # dx_j = y_j * (dy_j - sum_k dy_k * y_k): one dot product per row, then one
+    # element-wise pass. A row that fits in one block is read from memory once and from
+    # the cache the second time.
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    if INT64_OFFSETS:
+        row = row.to(tl.int64)
+        cols = cols.to(tl.int64)
+    output_row = output_ptr + row * output_row_stride
+    grad_output_row = grad_output_ptr + row * grad_output_row_stride
+    grad_input_row = grad_input_ptr + row * output_row_stride
+
+    # Pass 1: the row's dot product, accumulated per lane and reduced once at the end.
+    products = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, num_cols, BLOCK_SIZE):
+        mask = start + cols < num_cols
+        y = tl.load(output_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(
+            grad_output_row + (start + cols) * grad_output_col_stride, mask=mask, other=0.0
+        ).to(tl.float32)
+        products += y * dy
+    row_dot = tl.sum(products, axis=0)
+
+    # Pass 2: the gradient, element by element.
+    for start in range(0, num_cols, BLOCK_SIZE):
+        mask = start + cols < num_cols
+        y = tl.load(output_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(
+            grad_output_row + (start + cols) * grad_output_col_stride, mask=mask, other=0.0
+        ).to(tl.float32)
+        tl.store(grad_input_row + start + cols, y * (dy - row_dot), mask=mask)
 
 
 def _num_warps(block_size: int) -> int:
@@ -111,31 +174,22 @@ def _num_warps(block_size: int) -> int:
 
 
 def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = None) -> torch.Tensor:
-    """Softmax of ``x`` along its last dimension.
+    """Softmax of ``x`` along its last dimension, differentiable.
 
-    ``x`` may have any rank; its leading dimensions are flattened into rows. Rows may be
-    strided (a column slice of a larger matrix, say), but the last dimension must have
-    stride 1.
+    ``x`` may have any rank and any strides; its leading dimensions are flattened into rows
+    (without a copy when the strides allow it).
 
     ``method`` is ``"one_pass"``, ``"online"`` or ``"auto"`` (one pass when a row fits in
     :data:`MAX_ONE_PASS_BLOCK` elements). ``block_size`` sets the online kernel's step
     (a power of two; default :data:`ONLINE_BLOCK`).
     """
-    check_tensor("x", x, min_ndim=1)
-    if x.stride(-1) != 1:
-        raise ValueError(
-            f"x must have stride 1 along its last dimension, got strides {x.stride()}; "
-            "pass x.contiguous()"
-        )
+    x = check_tensor("x", x, min_ndim=1)
     num_cols = x.shape[-1]
-    try:
-        rows = x.view(-1, num_cols)
-    except RuntimeError:
-        raise ValueError(
-            f"the leading dimensions of x (strides {x.stride()}) cannot be flattened into "
-            "rows without a copy; pass x.contiguous()"
-        ) from None
     one_pass_block = triton.next_power_of_2(num_cols)
+    if not isinstance(method, str):
+        raise TypeError(
+            f"method must be a str ('auto', 'one_pass' or 'online'), got {type(method).__name__}"
+        )
     if method == "auto":
         method = "one_pass" if one_pass_block <= MAX_ONE_PASS_BLOCK else "online"
     if method not in ("one_pass", "online"):
@@ -147,21 +201,79 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
         )
     if block_size is not None and method != "online":
         raise ValueError("block_size applies to method='online' only")
-    step = ONLINE_BLOCK if block_size is None else block_size
-    if step < 1 or step & (step - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    if method == "online":
+        block_size = ONLINE_BLOCK if block_size is None else check_block_size("block_size", block_size)
+    else:
+        block_size = one_pass_block
+    if through_operator(x):
+        return _softmax_op(x, method, block_size)
 
+    rows = x.reshape(-1, num_cols)  # a view when the strides allow, else a copy
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     out_rows = out.view(-1, num_cols)
     grid = (rows.shape[0],)
-    if method == "one_pass":
-        softmax_kernel[grid](
-            rows, out_rows, rows.stride(0), out_rows.stride(0), num_cols,
-            BLOCK_SIZE=one_pass_block, num_warps=_num_warps(one_pass_block),
-        )
-    else:
-        softmax_online_kernel[grid](
-            rows, out_rows, rows.stride(0), out_rows.stride(0), num_cols,
-            BLOCK_SIZE=step, num_warps=_num_warps(step),
-        )
+    kernel = softmax_kernel if method == "one_pass" else softmax_online_kernel
+    kernel[grid](
+        rows, out_rows, rows.stride(0), rows.stride(1), out_rows.stride(0), num_cols,
+        BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),
+        INT64_OFFSETS=needs_int64_offsets(rows, out_rows),
+    )
     return out
+
+
+def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """The gradient of softmax's input, from its output ``out`` and the output's gradient.
+
+    ``out`` is what :func:`softmax` returned (contiguous); ``grad_out`` has its shape and
+    any strides.
+    """
+    num_cols = out.shape[-1]
+    out_rows = out.view(-1, num_cols)
+    grad_out_rows = grad_out.reshape(-1, num_cols)
+    grad_in = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    block_size = min(triton.next_power_of_2(num_cols), ONLINE_BLOCK)
+    softmax_backward_kernel[(out_rows.shape[0],)](
+        out_rows, grad_out_rows, grad_in, out_rows.stride(0),
+        grad_out_rows.stride(0), grad_out_rows.stride(1), num_cols,
+        BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),
+        INT64_OFFSETS=needs_int64_offsets(out_rows, grad_out_rows),
+    )
+    return grad_in
+
+
+# Registered as PyTorch operators, so that autograd records the call and torch.compile
+# treats it as one opaque node with a known output shape (the "fake" implementation).
+@torch.library.custom_op("triton_guide::softmax", mutates_args=())
+def _softmax_op(x: torch.Tensor, method: str, block_size: int) -> torch.Tensor:
+    with torch.no_grad():
+        if method == "online":
+            return softmax(x, method=method, block_size=block_size)
+        return softmax(x, method=method)
+
+
+@_softmax_op.register_fake
+def _(x, method, block_size):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op("triton_guide::softmax_backward", mutates_args=())
+def _softmax_backward_op(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    return softmax_backward(out, grad_out)
+
+
+@_softmax_backward_op.register_fake
+def _(out, grad_out):
+    return torch.empty(out.shape, dtype=out.dtype, device=out.device)
+
+
+def _save_output(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _softmax_grad(ctx, grad_out):
+    (out,) = ctx.saved_tensors
+    return _softmax_backward_op(out, grad_out), None, None
+
+
+_softmax_op.register_autograd(_softmax_grad, setup_context=_save_output)
+refuse_double_backward(_softmax_backward_op, "softmax")

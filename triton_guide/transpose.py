@@ -6,7 +6,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .validation import check_tensor
+from .library import through_operator
+from .validation import (
+    MAX_BLOCK_ELEMENTS,
+    MAX_GRID_AXIS_1,
+    check_block_size,
+    check_grid_axis,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 
 def transpose_reference(x: torch.Tensor) -> torch.Tensor:
@@ -23,10 +31,14 @@ def transpose_kernel(
     output_row_stride, output_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     # A 2D grid: axis 0 walks down the rows of the input, axis 1 across its columns.
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    if INT64_OFFSETS:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
     # rows[:, None] is a column vector and cols[None, :] a row vector: combined, they
     # broadcast to a BLOCK_ROWS x BLOCK_COLS tile of offsets, and of masks.
     mask = (rows[:, None] < num_rows) & (cols[None, :] < num_cols)
@@ -43,16 +55,49 @@ def transpose_kernel(
 
 
 def transpose(x: torch.Tensor, *, block_rows: int = 32, block_cols: int = 32) -> torch.Tensor:
-    """Return ``x.t()`` as a new contiguous tensor. ``x`` is 2D, with any strides."""
-    check_tensor("x", x, ndim=2)
-    for name, value in (("block_rows", block_rows), ("block_cols", block_cols)):
-        if value < 1 or value & (value - 1):
-            raise ValueError(f"{name} must be a power of two, got {value}")
+    """Return ``x.t()`` as a new contiguous tensor, differentiable. ``x`` is 2D, any strides."""
+    x = check_tensor("x", x, ndim=2)
+    block_rows = check_block_size("block_rows", block_rows)
+    block_cols = check_block_size("block_cols", block_cols)
+    if block_rows * block_cols > MAX_BLOCK_ELEMENTS:
+        raise ValueError(
+            f"a tile of block_rows x block_cols = {block_rows} x {block_cols} holds "
+            f"{block_rows * block_cols} elements, but a Triton block holds at most "
+            f"{MAX_BLOCK_ELEMENTS}; make the product {MAX_BLOCK_ELEMENTS} or less"
+        )
+    check_grid_axis(
+        "x", triton.cdiv(x.shape[1], block_cols),
+        f"pass a larger block_cols (x has {x.shape[1]} columns)",
+    )
+    if through_operator(x):  # autograd or torch.compile: see triton_guide.library
+        return _transpose_op(x, block_rows, block_cols)
     num_rows, num_cols = x.shape
     out = torch.empty((num_cols, num_rows), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(num_cols, block_cols))
     transpose_kernel[grid](
         x, out, num_rows, num_cols, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-        BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
+        BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64_OFFSETS=needs_int64_offsets(x, out),
     )
     return out
+
+
+@torch.library.custom_op("triton_guide::transpose", mutates_args=())
+def _transpose_op(x: torch.Tensor, block_rows: int, block_cols: int) -> torch.Tensor:
+    with torch.no_grad():
+        return transpose(x, block_rows=block_rows, block_cols=block_cols)
+
+
+@_transpose_op.register_fake
+def _(x, block_rows, block_cols):
+    return torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device)
+
+
+def _transpose_grad(ctx, grad_out):
+    # The gradient of a transpose is the transpose of the gradient. grad_out has as many
+    # columns as x had rows: widen the tiles so that grid axis 1 stays within its limit.
+    block_cols = max(32, triton.next_power_of_2(triton.cdiv(grad_out.shape[1], MAX_GRID_AXIS_1)))
+    block_rows = min(32, MAX_BLOCK_ELEMENTS // block_cols)
+    return _transpose_op(grad_out, block_rows, block_cols), None, None
+
+
+_transpose_op.register_autograd(_transpose_grad)

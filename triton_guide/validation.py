@@ -7,13 +7,23 @@ a silently wrong result.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+import triton
 
 from .runtime import device, interpreting
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The most elements one block tensor may hold inside a Triton kernel (2**20 in Triton 3.x).
+MAX_BLOCK_ELEMENTS = getattr(triton.language, "TRITON_MAX_TENSOR_NUMEL", 2**20)
+# Offsets up to this fit in int32; past it a kernel must compute them in int64.
+INT32_MAX = 2**31 - 1
+# CUDA launch grids allow at most this many programs along axes 1 and 2.
+MAX_GRID_AXIS_1 = 65535
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
@@ -28,10 +38,42 @@ def check_tensor(
     ndim: int | None = None,
     min_ndim: int | None = None,
 ) -> torch.Tensor:
-    """Check one tensor argument's type, device, dtype, rank and size; return it."""
+    """Check one tensor argument's kind, device, dtype, rank and size; return it.
+
+    A view with the negative or conjugate bit set (``z.conj().imag``, ``x._neg_view()``)
+    points at memory that holds the un-negated values, so it is returned resolved (copied
+    with the sign applied): the kernels read raw memory and would miss the bit.
+    """
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    # Under torch.compile the tensors are stand-ins without these properties (and Dynamo
+    # cannot trace the queries); the compiled graph resolves neg and conj bits itself.
+    if not torch.compiler.is_compiling():
+        if torch._C._functorch.is_batchedtensor(value):
+            raise TypeError(
+                f"{name} is a batched tensor from torch.func.vmap, which the Triton kernels "
+                f"cannot read: call the op outside vmap on the whole batch (ops that take "
+                f"leading dimensions, such as softmax and attention, handle a batch as is)"
+            )
+        if value.is_neg() or value.is_conj():
+            value = value.resolve_neg().resolve_conj()
+    if value.is_nested:
+        raise TypeError(
+            f"{name} is a nested tensor, which has no single strided layout for a kernel to "
+            f"read: pass {name}.to_padded_tensor(0.0), or call the op once per component"
+        )
+    if value.layout != torch.strided:
+        raise TypeError(
+            f"{name} has layout {value.layout}; the kernels read dense strided memory: "
+            f"pass {name}.to_dense()"
+        )
     expected_device = device()
+    if value.device.type == "meta":
+        raise ValueError(
+            f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
+            f"read it; create it with data on {expected_device.type} instead "
+            f"(for example torch.randn(..., device='{expected_device.type}'))"
+        )
     if value.device.type != expected_device.type:
         mode = "the Triton interpreter" if interpreting() else "the GPU"
         raise ValueError(
@@ -53,12 +95,82 @@ def check_tensor(
         )
     if value.numel() == 0:
         raise ValueError(f"{name} is empty (shape {tuple(value.shape)}); nothing to compute")
-    if value.numel() >= 2**31:
+    return value
+
+
+def farthest_offset(tensor: torch.Tensor) -> int:
+    """The largest offset, in elements, from the start of ``tensor``'s storage that it reaches.
+
+    That is the storage offset plus ``sum((size - 1) * stride)``; a kernel addresses every
+    element of the view with an offset no larger than this (counted from the view's first
+    element, which is never further).
+    """
+    if tensor.numel() == 0:
+        return 0
+    reach = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+    return tensor.storage_offset() + reach
+
+
+def needs_int64_offsets(*tensors: torch.Tensor, largest_index: int = 0) -> bool:
+    """Whether a kernel over ``tensors`` must compute its offsets in int64.
+
+    Triton computes ``index * stride`` in int32 unless an operand is int64; past
+    ``2**31 - 1`` that product wraps round and the kernel reads the wrong address. Each
+    launcher asks this once per launch and passes the answer as the ``INT64_OFFSETS``
+    constexpr, so small problems keep the cheaper int32 arithmetic. ``largest_index``: a
+    flat index the kernel forms before masking (a 1D kernel's last program reaches past the
+    end by up to a block), which must fit too.
+    """
+    return largest_index > INT32_MAX or any(farthest_offset(t) > INT32_MAX for t in tensors)
+
+
+def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
+    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``.
+
+    Accepts Python and numpy integers (not bools); returns the value as a Python int.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an int (a power of two), got {type(value).__name__} {value!r}"
+        )
+    value = int(value)
+    if value < 1 or value & (value - 1):
+        suggestion = triton.next_power_of_2(max(value, 1))
         raise ValueError(
-            f"{name} has {value.numel()} elements; the kernels index with 32-bit offsets "
-            "and take fewer than 2**31"
+            f"{name} must be a power of two, got {value}; try {min(suggestion, max_value)}"
+        )
+    if value > max_value:
+        raise ValueError(
+            f"{name} is {value}, but a Triton block holds at most {max_value} elements; "
+            f"pass {name}={max_value} or less"
         )
     return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Accept ``bool`` and ``numpy.bool_``; return a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_positive_number(name: str, value: object) -> float:
+    """Accept a finite real number above zero (Python or numpy, not bool); return a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def check_grid_axis(name: str, programs: int, fix: str) -> None:
+    """Refuse a launch whose grid axis 1 would exceed CUDA's limit (checked in both modes)."""
+    if programs > MAX_GRID_AXIS_1:
+        raise ValueError(
+            f"{name} needs {programs} programs along launch-grid axis 1, but CUDA allows "
+            f"at most {MAX_GRID_AXIS_1} there; {fix}"
+        )
 
 
 def check_contiguous(name: str, value: torch.Tensor) -> None:

@@ -6,7 +6,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .validation import check_contiguous, check_same_dtype, check_same_shape, check_tensor
+from .library import through_operator
+from .validation import (
+    check_block_size,
+    check_contiguous,
+    check_same_dtype,
+    check_same_shape,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 
 def vector_add_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -21,8 +29,11 @@ def vector_add_kernel(
     out_ptr,  # pointer to the first element of the output
     num_elements,  # how many elements the three tensors hold
     BLOCK_SIZE: tl.constexpr,  # elements per program; a power of two
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     program_id = tl.program_id(axis=0)
+    if INT64_OFFSETS:
+        program_id = program_id.to(tl.int64)
     offsets = program_id * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     # The last program may reach past the end: the mask switches those lanes off.
     mask = offsets < num_elements
@@ -32,21 +43,45 @@ def vector_add_kernel(
 
 
 def vector_add(x: torch.Tensor, y: torch.Tensor, *, block_size: int = 1024) -> torch.Tensor:
-    """Return ``x + y`` computed by :func:`vector_add_kernel`.
+    """Return ``x + y`` computed by :func:`vector_add_kernel`, differentiable.
 
     ``x`` and ``y`` must be contiguous tensors of the same shape and floating dtype, on the
     device the kernels run on (see :func:`triton_guide.runtime.device`).
     """
-    check_tensor("x", x)
-    check_tensor("y", y)
+    x = check_tensor("x", x)
+    y = check_tensor("y", y)
     check_same_shape("x", x, "y", y)
     check_same_dtype("x", x, "y", y)
     check_contiguous("x", x)
     check_contiguous("y", y)
-    if block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    block_size = check_block_size("block_size", block_size)
+    if through_operator(x, y):  # autograd or torch.compile: see triton_guide.library
+        return _vector_add_op(x, y, block_size)
     out = torch.empty_like(x)
     num_elements = x.numel()
     grid = (triton.cdiv(num_elements, block_size),)
-    vector_add_kernel[grid](x, y, out, num_elements, BLOCK_SIZE=block_size)
+    # The last program forms indices up to grid * block_size - 1 before masking them.
+    int64_offsets = needs_int64_offsets(x, y, out, largest_index=grid[0] * block_size - 1)
+    vector_add_kernel[grid](
+        x, y, out, num_elements, BLOCK_SIZE=block_size, INT64_OFFSETS=int64_offsets
+    )
     return out
+
+
+@torch.library.custom_op("triton_guide::vector_add", mutates_args=())
+def _vector_add_op(x: torch.Tensor, y: torch.Tensor, block_size: int) -> torch.Tensor:
+    with torch.no_grad():
+        return vector_add(x, y, block_size=block_size)
+
+
+@_vector_add_op.register_fake
+def _(x, y, block_size):
+    return torch.empty_like(x)
+
+
+def _vector_add_grad(ctx, grad_out):
+    # d(x + y)/dx and d(x + y)/dy are the identity.
+    return grad_out, grad_out, None
+
+
+_vector_add_op.register_autograd(_vector_add_grad)

@@ -1,0 +1,197 @@
+"""
+Autograd and torch.compile
+==========================
+
+A Triton kernel launched from Python is invisible to PyTorch: autograd records nothing,
+so a loss built on it gets no gradient through it, and ``torch.compile`` cannot trace
+through a launch. This page shows how the package's ops take part in both, and how you
+can do the same for a kernel of your own.
+
+You will learn:
+
+* the softmax backward pass, ``dx = y * (dy - sum(dy * y))``, as one Triton kernel;
+* how to register a kernel as a PyTorch operator with :func:`torch.library.custom_op`,
+  a *fake* implementation and an autograd formula;
+* how to check the registration with :func:`torch.library.opcheck`, and compile a
+  function that calls it with ``torch.compile(fullgraph=True)``.
+"""
+
+# %%
+import torch
+
+# triton_guide first: without a GPU it switches on the Triton interpreter, which must
+# happen before Triton itself is imported.
+from triton_guide import runtime, softmax
+from triton_guide.testing import assert_close, tolerance
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+torch.manual_seed(0)
+print(runtime.describe())
+device = runtime.device()
+
+# %%
+# The gradient of softmax
+# -----------------------
+# For one row, ``y = softmax(x)`` and a gradient ``dy`` arriving from the loss, the chain
+# rule through ``y_j = exp(x_j) / sum_k exp(x_k)`` gives
+#
+# .. math:: \frac{\partial L}{\partial x_j} = y_j \Big(dy_j - \sum_k dy_k \, y_k\Big)
+#
+# One dot product per row, then one element-wise pass, and it needs only the forward's
+# *output* ``y``: the input ``x`` need not be kept for the backward pass. The kernel below
+# follows the online kernel's shape: one program per row, a loop over blocks of columns
+# that accumulates the dot product per lane, one reduction, and a second loop that writes
+# the gradient. ``dy`` arrives with whatever strides autograd gives it (a gradient
+# broadcast along rows has row stride 0), so the kernel takes both of its strides.
+#
+# .. literalinclude:: /../triton_guide/softmax.py
+#    :pyobject: softmax_backward_kernel
+#
+# Checked against PyTorch's own autograd in float64:
+
+x = torch.randn(runtime.pick(interpreter=(37, 300), gpu=(4096, 3000)), device=device)
+x.requires_grad_()
+y = softmax(x)
+print("softmax output records its history:", type(y.grad_fn).__name__)
+grad_y = torch.randn_like(y)
+(grad_x,) = torch.autograd.grad(y, x, grad_y)
+x64 = x.detach().double().requires_grad_()
+(expected,) = torch.autograd.grad(torch.softmax(x64, dim=-1), x64, grad_y.double())
+error = assert_close(grad_x, expected, rtol=tolerance(torch.float32))
+print(f"softmax backward, float32 {tuple(x.shape)}: relative error {error:.1e}")
+
+# %%
+# Your own kernel as a PyTorch operator
+# -------------------------------------
+# Take a small kernel of your own: SiLU, ``x * sigmoid(x)``, fused into one pass.
+
+
+@triton.jit
+def silu_kernel(x_ptr, out_ptr, num_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < num_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offsets, x * tl.sigmoid(x), mask=mask)
+
+
+# %%
+# Three registrations make it a first-class operator:
+#
+# 1. :func:`torch.library.custom_op` turns the launcher into ``torch.ops.guide.silu``;
+#    the type hints become its schema. ``mutates_args=()`` promises it writes none of
+#    its inputs.
+# 2. A *fake* implementation says what the output looks like (shape, dtype, strides)
+#    without computing it. ``torch.compile`` traces with such stand-in tensors, so this
+#    is all it needs to know about the kernel.
+# 3. An autograd formula: ``setup_context`` saves what the backward needs, and the
+#    backward returns one gradient per input. Here it is plain PyTorch; it could be
+#    another registered kernel, as softmax's is.
+
+
+@torch.library.custom_op("guide::silu", mutates_args=())
+def silu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 1024),)
+    silu_kernel[grid](x, out, x.numel(), BLOCK_SIZE=1024)
+    return out
+
+
+@silu.register_fake
+def _(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def silu_setup_context(ctx, inputs, output):
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+def silu_backward(ctx, grad_out):
+    (x,) = ctx.saved_tensors
+    sigmoid = torch.sigmoid(x)
+    return grad_out * sigmoid * (1 + x * (1 - sigmoid))
+
+
+silu.register_autograd(silu_backward, setup_context=silu_setup_context)
+
+# %%
+# :func:`torch.library.opcheck` runs the operator against its registrations: the schema,
+# the fake implementation's shapes and strides against the real output, and that
+# autograd is registered the supported way. It raises on the first mismatch.
+
+sample = torch.randn(5, 77, device=device, requires_grad=True)
+torch.library.opcheck(silu, (sample,))
+print("opcheck passed for guide::silu")
+
+# %%
+# Compile a function that uses it
+# -------------------------------
+# ``fullgraph=True`` turns any graph break into an error, so a successful compile proves
+# the whole function, operator included, became one graph. On a GPU the compiler is
+# Inductor. Under the Triton interpreter the page compiles with the ``aot_eager``
+# backend, which captures and differentiates the same graph but runs it without
+# generating code: Inductor would spend its time compiling C++ for the CPU.
+
+backend = runtime.pick(interpreter="aot_eager", gpu="inductor")
+print(f"torch.compile backend: {backend}")
+
+
+def layer(x, w):
+    return silu(x @ w).sum(dim=-1)
+
+
+compiled_layer = torch.compile(layer, fullgraph=True, backend=backend)
+x = torch.randn(runtime.pick(interpreter=(64, 48), gpu=(4096, 1024)), device=device)
+w = torch.randn(x.shape[1], 32, device=device)
+results = {}
+for name, fn in (("eager", layer), ("compiled", compiled_layer)):
+    x_leaf = x.clone().requires_grad_()
+    fn(x_leaf, w).sum().backward()
+    results[name] = (fn(x, w), x_leaf.grad)
+rtol = tolerance(torch.float32, tensor_cores=True)
+forward_error = assert_close(results["compiled"][0], results["eager"][0], rtol=rtol)
+backward_error = assert_close(results["compiled"][1], results["eager"][1], rtol=rtol)
+print(f"compiled vs eager: forward {forward_error:.1e}, gradient {backward_error:.1e}")
+
+# %%
+# The package's ops work the same way: each module registers its launcher as
+# ``torch.ops.triton_guide.<op>`` with a fake implementation and a backward, and the
+# public function (``softmax``, ``matmul``, ...) validates its arguments and then calls
+# the operator whenever autograd must record the call or ``torch.compile`` is tracing it.
+
+compiled_block = torch.compile(
+    lambda t: softmax(t * 0.5).log().sum(), fullgraph=True, backend=backend
+)
+t = torch.randn(8, 40, device=device, requires_grad=True)
+compiled_block(t).backward()
+t64 = t.detach().double().requires_grad_()
+torch.log_softmax(t64 * 0.5, dim=-1).sum().backward()
+error = assert_close(t.grad, t64.grad, rtol=tolerance(torch.float32), atol=1e-6)
+print(f"compiled softmax block, gradient vs float64 torch: relative error {error:.1e}")
+
+# %%
+# A second derivative is another matter: the backward kernels have no backward of their
+# own. Differentiating softmax's gradient again raises an error that says so.
+
+(grad_t,) = torch.autograd.grad(softmax(t).pow(2).sum(), t, create_graph=True)
+try:
+    grad_t.sum().backward()
+except RuntimeError as refusal:
+    print("RuntimeError:", refusal)
+
+# %%
+# Takeaways
+# ---------
+# * A raw launch is invisible to autograd and to ``torch.compile``: register it.
+# * ``custom_op`` + ``register_fake`` + ``register_autograd`` is all a kernel needs to
+#   compile with ``fullgraph=True`` and train; check it with ``opcheck``.
+# * :func:`torch.library.triton_op` with :func:`torch.library.wrap_triton` is the
+#   alternative when you want Inductor to see inside the kernel, not just around it.
+# * Softmax's backward needs only its output: ``y * (dy - sum(dy * y))``, one kernel.
+#
+# Used here: :func:`triton_guide.softmax`, :func:`triton_guide.testing.assert_close`,
+# :func:`torch.library.custom_op`, :func:`torch.library.opcheck`,
+# :func:`torch.compile`.

@@ -1,0 +1,168 @@
+"""Every kind of tensor and argument a PyTorch user can pass: handled, or refused by name."""
+
+import numpy as np
+import pytest
+import torch
+
+from triton_guide import (
+    attention,
+    attention_reference,
+    matmul,
+    softmax,
+    transpose,
+    vector_add,
+)
+from triton_guide.testing import tolerance
+
+# op name -> (call with one tensor argument x of the given shape, reference, shape of x)
+OPS = {
+    "vector_add": (lambda x: vector_add(x, x), lambda x: x + x, (3, 11)),
+    "softmax": (softmax, lambda x: torch.softmax(x, -1), (5, 33)),
+    "transpose": (transpose, lambda x: x.t(), (5, 33)),
+    "matmul": (lambda x: matmul(x, x), lambda x: x @ x, (6, 6)),
+    "attention": (lambda x: attention(x, x, x), lambda x: attention_reference(x, x, x), (1, 2, 9, 16)),
+}
+OP_NAMES = list(OPS)
+
+
+def neg_view(shape, device):
+    """A public-API float view with the negative bit set: the imaginary part of a conjugate."""
+    z = torch.randn(shape, dtype=torch.complex64, device=device)
+    view = z.conj().imag
+    assert view.is_neg()
+    return view
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
+@pytest.mark.parametrize("kind", ["conj_imag", "private_neg_view"])
+def test_negative_bit_views_are_resolved(op, kind, device, check):
+    call, reference, shape = OPS[op]
+    if kind == "conj_imag" and op != "vector_add":
+        x = neg_view(shape, device)
+    else:  # vector_add takes contiguous tensors only; conj().imag is strided
+        x = torch.randn(shape, device=device)._neg_view()
+    assert x.is_neg()
+    check(op, call(x), reference(x.resolve_neg().double()), rtol=tolerance(torch.float32, tensor_cores=True))
+
+
+NON_STRIDED = {
+    "sparse_coo": (lambda x: x.to_sparse(), TypeError, "has layout torch.sparse_coo.*to_dense"),
+    "sparse_csr": (lambda x: x.to_sparse_csr(), TypeError, "has layout torch.sparse_csr.*to_dense"),
+    "meta": (lambda x: x.to("meta"), ValueError, "is on meta: a meta tensor has a shape but no data"),
+    "nested": (
+        lambda x: torch.nested.nested_tensor([x, x], layout=torch.jagged),
+        TypeError, "is a nested tensor.*to_padded_tensor",
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("op", OP_NAMES)
+@pytest.mark.parametrize("kind", list(NON_STRIDED))
+def test_non_strided_tensors_are_refused_by_name(op, kind, device):
+    call, _, shape = OPS[op]
+    convert, error, message = NON_STRIDED[kind]
+    x = torch.randn(shape, device=device)
+    if kind == "sparse_csr" and op == "attention":
+        x = x[0, 0]  # CSR is two-dimensional; the rank check must not be what refuses it
+    with pytest.raises(error, match=message):
+        call(convert(x))
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_vmap_batched_tensors_are_refused_by_name(op, device):
+    call, _, shape = OPS[op]
+    batch = torch.randn(2, *shape, device=device)
+    with pytest.raises(TypeError, match="batched tensor from torch.func.vmap.*outside vmap"):
+        torch.func.vmap(call)(batch)
+
+
+# Tuning arguments: (call, expected error, message)
+BAD_TUNING = {
+    "vector_add_block_2**21": (
+        lambda x: vector_add(x, x, block_size=2**21), ValueError,
+        "block_size is 2097152, but a Triton block holds at most 1048576",
+    ),
+    "vector_add_block_float": (
+        lambda x: vector_add(x, x, block_size=64.0), TypeError, "block_size must be an int.*float",
+    ),
+    "vector_add_block_none": (
+        lambda x: vector_add(x, x, block_size=None), TypeError, "block_size must be an int.*NoneType",
+    ),
+    "vector_add_block_str": (
+        lambda x: vector_add(x, x, block_size="64"), TypeError, "block_size must be an int.*str",
+    ),
+    "vector_add_block_bool": (
+        lambda x: vector_add(x, x, block_size=True), TypeError, "block_size must be an int.*bool",
+    ),
+    "softmax_online_block_2**21": (
+        lambda x: softmax(x.view(3, 11), method="online", block_size=2**21), ValueError,
+        "block_size is 2097152, but a Triton block holds at most",
+    ),
+    "softmax_online_block_str": (
+        lambda x: softmax(x.view(3, 11), method="online", block_size="64"), TypeError,
+        "block_size must be an int",
+    ),
+    "softmax_method_none": (
+        lambda x: softmax(x.view(3, 11), method=None), TypeError, "method must be a str",
+    ),
+    "transpose_tile_2048x1024": (
+        lambda x: transpose(x.view(3, 11), block_rows=2048, block_cols=1024), ValueError,
+        "2048 x 1024 holds 2097152 elements, but a Triton block holds at most 1048576",
+    ),
+    "transpose_block_float": (
+        lambda x: transpose(x.view(3, 11), block_rows=16.0), TypeError, "block_rows must be an int",
+    ),
+    "transpose_block_not_power_of_two": (
+        lambda x: transpose(x.view(3, 11), block_cols=24), ValueError,
+        "block_cols must be a power of two, got 24; try 32",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TUNING))
+def test_tuning_arguments_are_checked_by_name(case, device):
+    call, error, message = BAD_TUNING[case]
+    with pytest.raises(error, match=message):
+        call(torch.randn(33, device=device))
+
+
+@pytest.mark.parametrize(
+    "call,reference",
+    [
+        (lambda x: vector_add(x, x, block_size=np.int64(16)), lambda x: x + x),
+        (lambda x: softmax(x, method="online", block_size=np.int32(8)), lambda x: torch.softmax(x, -1)),
+        (lambda x: transpose(x, block_rows=np.int64(8), block_cols=np.int16(4)), lambda x: x.t()),
+    ],
+    ids=["vector_add_numpy_int64", "softmax_numpy_int32", "transpose_numpy_int64_int16"],
+)
+def test_numpy_integer_block_sizes_are_accepted(call, reference, device, check):
+    x = torch.randn(6, 21, device=device)
+    check("numpy tuning", call(x), reference(x.double()), rtol=1e-5)
+
+
+def test_attention_accepts_numpy_bool_and_numpy_float(device, check):
+    q, k, v = (torch.randn(1, 2, 13, 16, device=device) for _ in range(3))
+    out = attention(q, k, v, causal=np.bool_(True), sm_scale=np.float32(0.5))
+    expected = attention_reference(q.double(), k.double(), v.double(), causal=True, sm_scale=0.5)
+    check("attention", out, expected, rtol=tolerance(torch.float32, tensor_cores=True))
+
+
+@pytest.mark.parametrize("causal", [1, "yes", None], ids=repr)
+def test_attention_causal_must_be_a_bool(causal, device):
+    q = torch.randn(1, 1, 4, 16, device=device)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        attention(q, q, q, causal=causal)
+
+
+def test_transpose_refuses_grid_wider_than_cuda_allows(device):
+    # 65536 column blocks of 32 would exceed CUDA's limit of 65535 on grid axis 1.
+    x = torch.empty(1, 65536 * 32, device=device)
+    with pytest.raises(ValueError, match="at most 65535 there; pass a larger block_cols"):
+        transpose(x)
+
+
+def test_attention_refuses_more_batch_heads_than_grid_allows(device):
+    q = torch.empty(65536, 1, 1, 16, device=device).expand(65536, 1, 1, 16)
+    with pytest.raises(ValueError, match="at most 65535 there; one program column per"):
+        attention(q, q, q)
