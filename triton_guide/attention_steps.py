@@ -1,18 +1,19 @@
 """The attention page's ladder: from the PyTorch reference to the production kernel of
-:mod:`triton_guide.attention`, one idea at a time, each step a kernel that runs and is tested.
+:mod:`triton_guide.attention`, one idea at a time, each step a tested kernel.
 
 1. :func:`triton_guide.attention_reference`: PyTorch, the whole score matrix in memory.
-2. :func:`attention_two_pass`: one program per block of query rows. A first pass over the
-   key blocks finds each row's maximum and normaliser; a second pass recomputes the scores
-   and adds up ``softmax @ v``. Nothing of size ``seq x seq`` is stored, but every score is
-   computed twice and the keys are read twice.
-3. :func:`attention_online`: one pass, the online softmax: the running output is rescaled
-   whenever a block raises a row's maximum. Plain ``exp``, masks on every block, one fixed
-   block shape.
+2. :func:`attention_two_pass`: one program per block of query rows. A first pass over
+   the key blocks finds each row's maximum and normaliser; a second pass recomputes the
+   scores and adds up ``softmax @ v``. Nothing of size ``seq x seq`` is stored, but
+   every score is computed twice and the keys are read twice.
+3. :func:`attention_online`: one pass, the online softmax: the running output is
+   rescaled whenever a block raises a row's maximum. Plain ``exp``, masks on every
+   block, one fixed block shape.
 4. :func:`triton_guide.attention`: ``exp2``, masks only where needed, causal masking,
    autotuned block shapes, and a backward pass.
 
-Steps 2 and 3 are forward only and not causal; q, k and v are copied to contiguous memory.
+Steps 2 and 3 are forward only and not causal; q, k and v are copied to contiguous
+memory.
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ from .validation import check_same_dtype, check_same_shape, check_tensor
 
 @triton.jit
 def load_rows(base, rows, offs_d, seq_len, HEAD_DIM: tl.constexpr):
-    """Rows ``rows`` of one (seq_len, HEAD_DIM) contiguous matrix; zeros past its edges."""
+    """Rows ``rows`` of a contiguous (seq_len, HEAD_DIM) matrix, zero past its edges."""
     mask = (rows[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
-    return tl.load(base + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=mask, other=0.0)
+    pointers = base + rows[:, None] * HEAD_DIM + offs_d[None, :]
+    return tl.load(pointers, mask=mask, other=0.0)
 
 
 @triton.jit
 def block_scores(q, k, cols, seq_len, sm_scale):
-    """Scaled scores of the query rows ``q`` against one block of keys ``k``, with the keys
-    at or past ``seq_len`` set to ``-inf`` so that they get no weight."""
+    """Scaled scores of the query rows ``q`` against one block of keys ``k``; keys at or
+    past ``seq_len`` score ``-inf``, so that they get no weight."""
     scores = tl.dot(q, tl.trans(k)) * sm_scale
     return tl.where(cols[None, :] < seq_len, scores, -float("inf"))
 
@@ -58,7 +60,7 @@ def attention_two_pass_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     q = load_rows(q_ptr + head_offset, rows, offs_d, seq_len, HEAD_DIM)
 
-    # Pass 1: each row's maximum and normaliser (the online softmax of the softmax page).
+    # Pass 1: each row's maximum and normaliser (the softmax page's online softmax).
     row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
     row_sum = tl.zeros([BLOCK_M], tl.float32)
     for start_n in range(0, seq_len, BLOCK_N):
@@ -123,7 +125,7 @@ def attention_online_kernel(
 
 
 def step_blocks(dtype: torch.dtype) -> dict[str, int]:
-    """The one block shape steps 2 and 3 use (the production kernel autotunes its own)."""
+    """The block shape of steps 2 and 3 (the production kernel autotunes its own)."""
     if interpreting():
         return {"BLOCK_M": 16, "BLOCK_N": 16}
     # float32 tiles take twice the shared memory of float16 ones: halve the key block.
@@ -140,8 +142,8 @@ def _launch(kernel, q, k, v, sm_scale):
     batch, heads, seq_len, head_dim = q.shape
     if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(
-            f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, "
-            f"got {head_dim}"
+            f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and "
+            f"{MAX_HEAD_DIM}, got {head_dim}"
         )
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
@@ -160,7 +162,7 @@ def _launch(kernel, q, k, v, sm_scale):
 def attention_two_pass(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float | None = None
 ) -> torch.Tensor:
-    """Step 2: ``softmax(q @ k^T * sm_scale) @ v``, not causal, in two passes over the keys.
+    """Step 2: ``softmax(q @ k^T * sm_scale) @ v``, not causal, in two passes over keys.
 
     ``q``, ``k``, ``v``: one shape (batch, heads, seq, head_dim), one floating dtype,
     ``head_dim`` from 16 to 128. ``sm_scale`` defaults to ``1 / sqrt(head_dim)``.

@@ -51,16 +51,17 @@ def tile_of_program(
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group; 1 gives plain row-major order
 ):
-    """The tile of C (tile row ``pid_m``, tile column ``pid_n``) that program ``program_id``
-    computes, in grouped order."""
-    # Walk down GROUP_SIZE_M tile rows before moving one tile column right, so programs that
-    # run at the same time share tiles of a and b while they are still in L2.
+    """The tile of C (tile row ``pid_m``, tile column ``pid_n``) that program
+    ``program_id`` computes, in grouped order."""
+    # Walk down GROUP_SIZE_M tile rows before moving one tile column right, so programs
+    # that run at the same time share tiles of a and b while they are still in L2.
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = program_id // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)  # the last group may be short
+    # The last group may have fewer tile rows than GROUP_SIZE_M.
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + ((program_id % num_pid_in_group) % group_size_m)
     pid_n = (program_id % num_pid_in_group) // group_size_m
     return pid_m, pid_n

@@ -1,5 +1,5 @@
-"""The matmul page's ladder: the production kernel of :mod:`triton_guide.matmul`, built up
-one idea at a time, each step a kernel that runs and is tested.
+"""The matmul page's ladder: the production kernel of :mod:`triton_guide.matmul`, built
+up one idea at a time, each step a kernel that runs and is tested.
 
 1. :func:`matmul_row_major`: one program per output tile, a loop over K with ``tl.dot``,
    programs numbered row by row, one fixed tile shape.
@@ -77,7 +77,9 @@ def matmul_row_major_kernel(
         a_ptr, b_ptr, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
     )
-    store_tile(c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N)
+    store_tile(
+        c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N
+    )
 
 
 @triton.jit
@@ -96,7 +98,9 @@ def matmul_grouped_kernel(
         a_ptr, b_ptr, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
     )
-    store_tile(c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N)
+    store_tile(
+        c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N
+    )
 
 
 @triton.jit
@@ -113,8 +117,8 @@ def program_tiles_kernel(
     tl.store(tiles_ptr + 2 * program_id + 1, pid_n)
 
 
-# One fixed tile shape for steps 1 and 2 (one of the autotuner's candidates on a GPU), so
-# that step 3 differs from step 2 by the autotuning alone.
+# One fixed tile shape for steps 1 and 2 (one of the autotuner's candidates on a GPU),
+# so that step 3 differs from step 2 by the autotuning alone.
 FIXED_TILE = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32}
 FIXED_LAUNCH = {"num_warps": 4, "num_stages": 4}
 INTERPRETER_TILE = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
@@ -126,8 +130,8 @@ def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
     check_same_dtype("a", a, "b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
-            f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns ({a.shape[1]}) "
-            f"must equal b's rows ({b.shape[0]})"
+            f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns "
+            f"({a.shape[1]}) must equal b's rows ({b.shape[0]})"
         )
     M, K = a.shape
     N = b.shape[1]
@@ -149,7 +153,9 @@ def matmul_row_major(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _launch(matmul_row_major_kernel, a, b)
 
 
-def matmul_grouped(a: torch.Tensor, b: torch.Tensor, group_size_m: int = 8) -> torch.Tensor:
+def matmul_grouped(
+    a: torch.Tensor, b: torch.Tensor, group_size_m: int = 8
+) -> torch.Tensor:
     """Step 2: as :func:`matmul_row_major`, with programs in groups of ``group_size_m``
     tile rows."""
     if not isinstance(group_size_m, int) or group_size_m < 1:
@@ -157,15 +163,21 @@ def matmul_grouped(a: torch.Tensor, b: torch.Tensor, group_size_m: int = 8) -> t
     return _launch(matmul_grouped_kernel, a, b, GROUP_SIZE_M=group_size_m)
 
 
-def program_tiles(num_tile_rows: int, num_tile_cols: int, group_size_m: int) -> torch.Tensor:
-    """Run :func:`triton_guide.matmul.tile_of_program` for every program of a launch over
-    ``num_tile_rows x num_tile_cols`` tiles of c.
+def program_tiles(
+    num_tile_rows: int, num_tile_cols: int, group_size_m: int
+) -> torch.Tensor:
+    """Run :func:`triton_guide.matmul.tile_of_program` for every program of a launch
+    over ``num_tile_rows x num_tile_cols`` tiles of c.
 
-    Returns an int32 tensor of shape (number of programs, 2) on the CPU: row ``i`` is the
-    (tile row, tile column) that program ``i`` computes.
+    Returns an int32 tensor of shape (number of programs, 2) on the CPU: row ``i`` is
+    the (tile row, tile column) that program ``i`` computes.
     """
-    for name, value in (("num_tile_rows", num_tile_rows), ("num_tile_cols", num_tile_cols),
-                        ("group_size_m", group_size_m)):
+    arguments = {
+        "num_tile_rows": num_tile_rows,
+        "num_tile_cols": num_tile_cols,
+        "group_size_m": group_size_m,
+    }
+    for name, value in arguments.items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     num_programs = num_tile_rows * num_tile_cols
