@@ -27,9 +27,9 @@ from triton_guide.benchmark import plot, sweep, tflop_per_s
 from triton_guide.matmul import matmul_kernel
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
-torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 
 # %%
 # Arithmetic against traffic
@@ -41,8 +41,8 @@ torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every b
 for n in (256, 1024, 4096):
     flops = 2 * n**3
     moved = 2 * (3 * n * n)  # bytes, float16
-    print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at least, "
-          f"{flops / moved:6.0f} FLOP per byte")
+    print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at "
+          f"least, {flops / moved:6.0f} FLOP per byte")
 
 # %%
 # Step 1: one program per tile of C
@@ -125,20 +125,20 @@ def tiles_read(mapping, num_programs):
     return len(set(first[:, 0].tolist())), len(set(first[:, 1].tolist()))
 
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.6))
+fig, axes = plt.subplots(1, 2, figsize=(9, 5), layout="constrained")
 for ax, (name, mapping) in zip(axes, orders.items()):
     program_of_tile = np.zeros((tiles, tiles), dtype=int)
     for pid, (pid_m, pid_n) in enumerate(mapping.tolist()):
         program_of_tile[pid_m, pid_n] = pid
     ax.imshow(program_of_tile < window, cmap="Blues", vmin=-0.3, vmax=1.3)
     for (i, j), pid in np.ndenumerate(program_of_tile):
-        ax.text(j, i, str(pid), ha="center", va="center", fontsize=7)
+        ax.text(j, i, str(pid), ha="center", va="center", fontsize=7,
+                color="white" if pid < window else "black")
     a_rows, b_cols = tiles_read(mapping, window)
-    ax.set_title(f"{name}\nfirst {window} programs read {a_rows} tile rows of A, "
-                 f"{b_cols} tile columns of B", fontsize=9)
+    ax.set_title(f"{name}\nthe first {window} programs read tile rows of A: {a_rows}, "
+                 f"tile columns of B: {b_cols}", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-fig.tight_layout()
 
 # %%
 # Each tile row of A (and each tile column of B) is ``tiles`` input tiles long, one per K
@@ -146,7 +146,7 @@ fig.tight_layout()
 # read:
 
 row_major, grouped = orders.values()
-print(f"{tiles} x {tiles} tiles of C, K also {tiles} tiles long, GROUP_SIZE_M = {group}")
+print(f"{tiles} x {tiles} tiles of C, K {tiles} tiles long, GROUP_SIZE_M = {group}")
 print("first programs | row-major: A rows, B cols, input tiles | grouped: the same")
 for num_programs in (9, 18, 27, 36, 45, 81):
     counts = [tiles_read(mapping, num_programs) for mapping in (row_major, grouped)]
@@ -191,13 +191,14 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # ---------------------
 # Odd sizes in every dimension, compared with a float64 product.
 
-for m, n, k in [(1, 1, 1), (17, 31, 65), runtime.pick(interpreter=(129, 67, 250), gpu=(2049, 1537, 3073))]:
+for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
         a = torch.randn(m, k, device=device, dtype=dtype)
         b = torch.randn(k, n, device=device, dtype=dtype)
         error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
                              rtol=tolerance(dtype, tensor_cores=True))
-        print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} relative error {error:.1e}")
+        print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} "
+              f"relative error {error:.1e}")
 
 # %%
 # Autotuning
@@ -241,8 +242,9 @@ ladder = sweep([ladder_n], {name: prepared(fn) for name, fn in steps.items()},
 if ladder is not None:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     tile_m, tile_n = FIXED_TILE["BLOCK_SIZE_M"], FIXED_TILE["BLOCK_SIZE_N"]
+    num_programs = (ladder_n // tile_m) * (ladder_n // tile_n)
     print(f"{ladder_n}^3 float16 on {sms} SMs; steps 1 and 2 launch "
-          f"{(ladder_n // tile_m) * (ladder_n // tile_n)} programs of {tile_m} x {tile_n}")
+          f"{num_programs} programs of {tile_m} x {tile_n}")
     for name in steps:
         fraction = ladder[name][0] / ladder["cuBLAS"][0]
         print(f"  {name:<18} {ladder[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")

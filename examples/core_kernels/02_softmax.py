@@ -27,9 +27,9 @@ from triton_guide.benchmark import gb_per_s, plot, sweep
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
-torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 
 # %%
 # Why subtract the maximum
@@ -59,7 +59,8 @@ M, N = 4096, 4096
 naive_elements = (5 * M * N + 2 * M) + (3 * M * N + 2 * M)
 fused_elements = 2 * M * N
 print(f"M = N = {N}, float32: naive moves {naive_elements * 4 / 1e6:.0f} MB, fused "
-      f"{fused_elements * 4 / 1e6:.0f} MB: {naive_elements / fused_elements:.1f}x less traffic")
+      f"{fused_elements * 4 / 1e6:.0f} MB")
+print(f"fused moves {naive_elements / fused_elements:.1f}x less")
 
 # %%
 # Fused, one pass
@@ -106,7 +107,7 @@ factors = []
 for start in range(0, len(values), block_size):
     block = values[start:start + block_size]
     new_m = max(m, block.max().item())
-    factor = math.exp(m - new_m)  # exp(m - m'): 0 on the first block, 1 if m is unchanged
+    factor = math.exp(m - new_m)  # 0 on the first block, 1 if the max did not move
     s = s * factor + torch.exp(block - new_m).sum().item()
     if m == -math.inf:
         what = "(first block: nothing to rescale)"
@@ -151,11 +152,14 @@ for method in ("one_pass", "online"):
 error = assert_close(softmax_naive(x), reference, rtol=1e-5)
 print(f"naive    float32 {tuple(x.shape)}: relative error {error:.1e}")
 half = x.half()
-error = assert_close(softmax(half), softmax_reference(half.double()), rtol=tolerance(torch.float16))
+error = assert_close(softmax(half), softmax_reference(half.double()),
+                     rtol=tolerance(torch.float16))
 print(f"auto     float16 {tuple(x.shape)}: relative error {error:.1e}")
 long_rows = torch.randn(3, MAX_ONE_PASS_BLOCK + 3, device=device)
-error = assert_close(softmax(long_rows), softmax_reference(long_rows.double()), rtol=1e-5)
-print(f"auto     float32 {tuple(long_rows.shape)} (online, the row does not fit): relative error {error:.1e}")
+error = assert_close(softmax(long_rows), softmax_reference(long_rows.double()),
+                     rtol=1e-5)
+print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
+      "(online: the row does not fit)")
 
 # %%
 # Performance

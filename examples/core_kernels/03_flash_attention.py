@@ -33,9 +33,9 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.benchmark import plot, sweep, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
-torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 
 # %%
 # Naive attention moves an N x N matrix
@@ -74,12 +74,13 @@ print(f"  at ~3 TB/s the naive traffic alone takes {naive_ms:.0f} ms; "
 def per_tile_softmax(q, k, v, tile):
     """The mistake: normalise the scores inside each key tile.
 
-    Returns the last tile's output, the sum of all tiles' outputs, and the total weight each
-    query row gives its values (1 for a real softmax).
+    Returns the last tile's output, the sum of all tiles' outputs, and the total weight
+    each query row gives its values (1 for a real softmax).
     """
     outputs, weights = [], 0
+    scale = 1 / math.sqrt(q.shape[-1])
     for start in range(0, k.shape[-2], tile):
-        scores = q @ k[..., start:start + tile, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        scores = q @ k[..., start:start + tile, :].transpose(-2, -1) * scale
         probs = torch.softmax(scores, dim=-1)
         outputs.append(probs @ v[..., start:start + tile, :])
         weights = weights + probs.sum(dim=-1)
@@ -93,8 +94,9 @@ last, summed, weights = per_tile_softmax(q, k, v, tile)
 rel = lambda a: ((a - exact).norm() / exact.norm()).item()  # noqa: E731
 print(f"{k.shape[-2]} keys in tiles of {tile}, float64 (no rounding to blame):")
 print(f"  last tile wins:      relative error {rel(last):.2f}")
-print(f"  per-tile sums added: relative error {rel(summed):.2f}; each row's weights add up to "
-      f"{weights.min().item():.3f}..{weights.max().item():.3f} instead of 1")
+print(f"  per-tile sums added: relative error {rel(summed):.2f}")
+print(f"  each row's weights add up to {weights.min().item():.3f}.."
+      f"{weights.max().item():.3f} instead of 1")
 
 # %%
 # The fix: carry the softmax across tiles
@@ -121,7 +123,8 @@ def online_attention(q, k, v, tile):
     return acc / l[..., None]
 
 
-print(f"online softmax over the same tiles: relative error {rel(online_attention(q, k, v, tile)):.1e}")
+online_error = rel(online_attention(q, k, v, tile))
+print(f"online softmax over the same tiles: relative error {online_error:.1e}")
 
 # %%
 # Step 1: the PyTorch reference
@@ -167,7 +170,8 @@ step_shape = runtime.pick(interpreter=(1, 2, 97, 64), gpu=(2, 8, 3001, 64))
 
 def check_step(step, name):
     for dtype in (torch.float32, torch.float16):
-        q, k, v = (torch.randn(step_shape, device=device, dtype=dtype) for _ in range(3))
+        q, k, v = (torch.randn(step_shape, device=device, dtype=dtype)
+                   for _ in range(3))
         expected = attention_reference(q.double(), k.double(), v.double())
         error = assert_close(step(q, k, v), expected,
                              rtol=tolerance(dtype, tensor_cores=True))
@@ -222,8 +226,9 @@ check_step(attention_online, "step 3 (one pass) ")
 
 num_blocks = 8
 visited = sum(i + 1 for i in range(num_blocks))
-print(f"with {num_blocks} query blocks and {num_blocks} key blocks: full attention visits "
-      f"{num_blocks * num_blocks} block pairs, causal {visited}, of which {num_blocks} need a mask")
+print(f"with {num_blocks} query blocks and {num_blocks} key blocks: full attention "
+      f"visits {num_blocks * num_blocks} block pairs")
+print(f"causal attention visits {visited}, of which {num_blocks} need a mask")
 
 # %%
 # Check against PyTorch: forward
@@ -236,9 +241,11 @@ for causal in (False, True):
     for dtype in (torch.float32, torch.float16):
         q, k, v = (torch.randn(shape, device=device, dtype=dtype) for _ in range(3))
         out = attention(q, k, v, causal=causal)
-        expected = attention_reference(q.double(), k.double(), v.double(), causal=causal)
+        expected = attention_reference(q.double(), k.double(), v.double(),
+                                       causal=causal)
         error = assert_close(out, expected, rtol=tolerance(dtype, tensor_cores=True))
-        print(f"causal={causal!s:<5} {str(dtype)[6:]:<7} {tuple(shape)}: relative error {error:.1e}")
+        print(f"causal={causal!s:<5} {str(dtype)[6:]:<7} {tuple(shape)}: "
+              f"relative error {error:.1e}")
 
 # %%
 # The bytes flash attention moves
@@ -317,7 +324,8 @@ for causal in (False, True):
     grad_out = torch.randn(shape, device=device)
     attention(q, k, v, causal=causal).backward(grad_out)
     attention_reference(q64, k64, v64, causal=causal).backward(grad_out.double())
-    errors = [assert_close(ours.grad, ref.grad, rtol=tolerance(torch.float32, tensor_cores=True), atol=1e-3)
+    rtol = tolerance(torch.float32, tensor_cores=True)
+    errors = [assert_close(ours.grad, ref.grad, rtol=rtol, atol=1e-3)
               for ours, ref in ((q, q64), (k, k64), (v, v64))]
     print(f"causal={causal!s:<5} float32 gradients: relative error dq {errors[0]:.1e}, "
           f"dk {errors[1]:.1e}, dv {errors[2]:.1e}")
