@@ -46,6 +46,28 @@ def matmul_configs() -> list[triton.Config]:
     ]
 
 
+@triton.jit
+def tile_of_program(
+    program_id, M, N,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,  # tile rows per group; 1 gives plain row-major order
+):
+    """The tile of C (tile row ``pid_m``, tile column ``pid_n``) that program
+    ``program_id`` computes, in grouped order."""
+    # Walk down GROUP_SIZE_M tile rows before moving one tile column right, so programs
+    # that run at the same time share tiles of a and b while they are still in L2.
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = program_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    # The last group may have fewer tile rows than GROUP_SIZE_M.
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((program_id % num_pid_in_group) % group_size_m)
+    pid_n = (program_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
 @triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])
 @triton.jit
 def matmul_kernel(
@@ -60,17 +82,10 @@ def matmul_kernel(
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
-    # Grouped ordering: walk down GROUP_SIZE_M tile rows before moving one tile column right,
-    # so programs that run at the same time reuse the same tiles of a and b from L2.
     program_id = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = program_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)  # the last group may be short
-    pid_m = first_pid_m + ((program_id % num_pid_in_group) % group_size_m)
-    pid_n = (program_id % num_pid_in_group) // group_size_m
+    pid_m, pid_n = tile_of_program(
+        program_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M
+    )
 
     # Rows of a and columns of b past the edge wrap round (% M, % N) instead of being masked:
     # the loads stay in bounds, the extra results are never stored, and the hot loop needs

@@ -30,6 +30,7 @@ from triton_guide import runtime, vector_add, vector_add_reference
 from triton_guide.benchmark import gb_per_s, plot, sweep
 from triton_guide.testing import assert_close
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -80,12 +81,13 @@ valid_in_last = n - (num_programs - 1) * block_size
 print(f"n = {n:,} elements, BLOCK_SIZE = {block_size}")
 print(f"programs launched: cdiv({n}, {block_size}) = {num_programs:,}")
 print(f"the last program owns indices {(num_programs - 1) * block_size:,} .. "
-      f"{num_programs * block_size - 1:,}; {valid_in_last} of its {block_size} lanes are valid")
+      f"{num_programs * block_size - 1:,}")
+print(f"{valid_in_last} of its {block_size} lanes are valid")
 
 # %%
 # Check against PyTorch
 # ---------------------
-# Fresh random inputs, a length that is not a multiple of the block, and the reference
+# Random inputs (seeded), a length that is not a multiple of the block, and the reference
 # computed in float64. ``assert_close`` checks every element and reports the worst one.
 
 x = torch.randn(n, device=device)

@@ -23,6 +23,7 @@ import triton
 from triton_guide import runtime
 from triton_guide.vector_add import vector_add_kernel
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -36,7 +37,8 @@ device = runtime.device()
 N, B = 1000, 64
 print(f"(N + B - 1) // B = ({N} + {B} - 1) // {B} = {(N + B - 1) // B}")
 print(f"triton.cdiv({N}, {B}) = {triton.cdiv(N, B)}")
-print(f"N // B = {N // B}: {N // B} programs cover {N // B * B} elements, and {N - N // B * B} are left over")
+print(f"N // B = {N // B}: {N // B} programs cover {N // B * B} elements, "
+      f"and {N - N // B * B} are left over")
 last = triton.cdiv(N, B) - 1
 print(f"program {last} owns indices {last * B}..{last * B + B - 1}; "
       f"the mask keeps {N - last * B} of them (< {N})")
@@ -59,7 +61,8 @@ ax.barh(0, num_programs * B - N, left=N, color="none", edgecolor="grey", hatch="
 ax.axvline(N, color="black", linewidth=1)
 ax.set_yticks([])
 ax.set_xlabel("element index")
-ax.set_title(f"N = {N}, BLOCK_SIZE = {B}: {num_programs} programs; the last one is masked past {N}")
+ax.set_title(f"N = {N}, BLOCK_SIZE = {B}: {num_programs} programs; "
+             f"the last one is masked past {N}")
 fig.tight_layout()
 
 # %%
@@ -78,7 +81,9 @@ fig, ax = plt.subplots(figsize=(4.5, 6))
 owner = np.zeros((M, N2))
 for pid_m in range(grid[0]):
     for pid_n in range(grid[1]):
-        owner[pid_m * BLOCK_M:(pid_m + 1) * BLOCK_M, pid_n * BLOCK_N:(pid_n + 1) * BLOCK_N] = pid_m * grid[1] + pid_n
+        tile_rows = slice(pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M)
+        tile_cols = slice(pid_n * BLOCK_N, (pid_n + 1) * BLOCK_N)
+        owner[tile_rows, tile_cols] = pid_m * grid[1] + pid_n
         ax.text(pid_n * BLOCK_N + BLOCK_N / 2, pid_m * BLOCK_M + BLOCK_M / 2,
                 f"({pid_m},{pid_n})", ha="center", va="center", fontsize=7)
 ax.imshow(owner % 20, cmap="tab20", interpolation="nearest", vmin=0, vmax=19)
@@ -91,8 +96,11 @@ fig.tight_layout()
 # The same with ragged edges: a 500 x 250 matrix still needs 8 x 4 programs, and the tiles
 # on the last row and column are partly masked.
 
-print(f"500 x 250 in 64 x 64 tiles: grid = ({triton.cdiv(500, 64)}, {triton.cdiv(250, 64)}); "
-      f"the last tile row holds {500 - 7 * 64} rows and the last tile column {250 - 3 * 64} columns")
+rows, cols, tile = 500, 250, 64
+ragged_grid = (triton.cdiv(rows, tile), triton.cdiv(cols, tile))
+print(f"{rows} x {cols} in {tile} x {tile} tiles: grid = {ragged_grid}")
+print(f"the last tile row holds {rows - (ragged_grid[0] - 1) * tile} rows, "
+      f"the last tile column {cols - (ragged_grid[1] - 1) * tile} columns")
 
 # %%
 # What goes wrong with ``N // B``
@@ -110,7 +118,8 @@ for name, num in (("N // B", n // block), ("cdiv(N, B)", triton.cdiv(n, block)))
     vector_add_kernel[(num,)](x, y, out, n, BLOCK_SIZE=block)
     unwritten = torch.isnan(out).sum().item()
     correct = torch.isclose(out, x + y).sum().item()
-    print(f"grid = {name:<10} -> {num:>2} programs: {correct} elements correct, {unwritten} never written")
+    print(f"grid = {name:<10} -> {num:>2} programs: {correct} elements correct, "
+          f"{unwritten} never written")
 
 # %%
 # Takeaways

@@ -24,6 +24,7 @@ from triton_guide import runtime, transpose, transpose_reference
 from triton_guide.benchmark import gb_per_s, plot, sweep
 from triton_guide.testing import assert_close
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -36,7 +37,8 @@ device = runtime.device()
 
 rows = torch.arange(4)
 cols = torch.arange(8)
-print("rows[:, None] has shape", tuple(rows[:, None].shape), " cols[None, :] has shape", tuple(cols[None, :].shape))
+print("rows[:, None] has shape", tuple(rows[:, None].shape))
+print("cols[None, :] has shape", tuple(cols[None, :].shape))
 print("rows + cols (no None) would be an error: shapes (4,) and (8,) do not broadcast")
 row_stride = 8
 offsets = rows[:, None] * row_stride + cols[None, :]
@@ -53,7 +55,9 @@ print(offsets)
 
 x = torch.arange(32, dtype=torch.float32).reshape(4, 8)
 print("x.stride() =", x.stride(), "  x.t().stride() =", x.t().stride())
-print("x[2, 5] sits at offset 2 * 8 + 5 * 1 =", 2 * 8 + 5, "-> value", x.flatten()[21].item())
+offset = 2 * x.stride(0) + 5 * x.stride(1)
+print(f"x[2, 5] sits at offset 2 * {x.stride(0)} + 5 * {x.stride(1)} = {offset}",
+      "-> value", x.flatten()[offset].item())
 
 # %%
 # 2D masks on the edge
@@ -80,7 +84,8 @@ ax.set_xticks(range(BLOCK), tile_cols)
 ax.set_yticks(range(BLOCK), tile_rows)
 ax.set_xlabel("column index (cols[None, :])")
 ax.set_ylabel("row index (rows[:, None])")
-ax.set_title(f"offsets row * {N} + col of tile (1, 1) in an {M} x {N} matrix;\ngreen = mask true", fontsize=9)
+ax.set_title(f"offsets row * {N} + col of tile (1, 1) in an {M} x {N} matrix;\n"
+             "green = mask true", fontsize=9)
 fig.tight_layout()
 
 # %%
@@ -105,7 +110,8 @@ print(f"transpose of a {shape[0]} x {shape[1]} matrix matches torch exactly")
 
 strided = torch.randn(90, 120, device=device)[::3, 7::2]
 assert_close(transpose(strided), strided.t(), rtol=0.0)
-print(f"and of a strided view of shape {tuple(strided.shape)} with strides {strided.stride()}, without a copy")
+print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
+      f"{strided.stride()}, without a copy")
 
 # %%
 # Bandwidth

@@ -4,15 +4,17 @@ Matrix multiplication: tiles, tl.dot and the K loop
 
 A matrix product does far more arithmetic than it moves bytes, so unlike the previous pages
 it can be bound by the tensor cores rather than by memory, if each tile of input is reused
-enough. This page builds the tiled GEMM in ``triton_guide/matmul.py`` piece by piece.
+enough. This page builds the tiled GEMM of ``triton_guide/matmul.py`` in three steps, each
+one a kernel that runs, is checked against PyTorch and, on a GPU, is timed against cuBLAS.
 
 You will learn:
 
-* how an output tile is computed by walking along K with ``tl.dot``;
-* how to handle sizes that are not multiples of the tile (masks along K, wrapped rows);
-* grouped program ordering, and why it helps the L2 cache (with a picture and a count);
-* autotuning tile sizes with ``triton.autotune``;
-* TFLOP/s against size, next to cuBLAS.
+* how an output tile is computed by walking along K with ``tl.dot`` (step 1);
+* how to handle sizes that are not multiples of the tile (masks, or wrapped rows);
+* grouped program ordering, when it helps the L2 cache and when it does not (step 2), with
+  a picture drawn by the kernel's own program-to-tile helper;
+* autotuning tile sizes with ``triton.autotune`` (step 3);
+* what each step buys, as a fraction of cuBLAS, and TFLOP/s against size.
 """
 
 # %%
@@ -25,6 +27,7 @@ from triton_guide.benchmark import plot, sweep, tflop_per_s
 from triton_guide.matmul import matmul_kernel
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -38,80 +41,164 @@ device = runtime.device()
 for n in (256, 1024, 4096):
     flops = 2 * n**3
     moved = 2 * (3 * n * n)  # bytes, float16
-    print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at least, "
-          f"{flops / moved:6.0f} FLOP per byte")
+    print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at "
+          f"least, {flops / moved:6.0f} FLOP per byte")
 
 # %%
-# One tile of C
-# -------------
+# Step 1: one program per tile of C
+# ---------------------------------
 # A program owns a ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of C. It walks along K, loading a
-# ``BLOCK_SIZE_M x BLOCK_SIZE_K`` tile of A and a ``BLOCK_SIZE_K x BLOCK_SIZE_N`` tile of B at
-# each step, and accumulates their product with ``tl.dot`` (which runs on the tensor cores)
-# into a float32 accumulator:
+# ``BLOCK_SIZE_M x BLOCK_SIZE_K`` tile of A and a ``BLOCK_SIZE_K x BLOCK_SIZE_N`` tile of B
+# at each step, and accumulates their product with ``tl.dot`` (which runs on the tensor
+# cores) into a float32 accumulator. Loads past any edge of A or B give zeros, which add
+# nothing to the sum; the store leaves out the part of the tile past the edge of C:
+#
+# .. literalinclude:: /../triton_guide/matmul_steps.py
+#    :pyobject: tile_product
+#
+# .. literalinclude:: /../triton_guide/matmul_steps.py
+#    :pyobject: store_tile
+#
+# The kernel numbers its programs row by row: program ``i`` computes tile row
+# ``i // num_pid_n``, tile column ``i % num_pid_n``. One tile shape is fixed for every
+# problem (``FIXED_TILE`` in ``triton_guide/matmul_steps.py``):
+#
+# .. literalinclude:: /../triton_guide/matmul_steps.py
+#    :pyobject: matmul_row_major_kernel
+#
+# The launcher starts one program per tile: ``cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)``.
+# Checked against a float64 product, at sizes that are not multiples of the tile:
+
+from triton_guide.matmul_steps import (  # noqa: E402
+    FIXED_TILE,
+    matmul_grouped,
+    matmul_row_major,
+    program_tiles,
+)
+
+step_shapes = [(1, 1, 1), (17, 31, 65),
+               runtime.pick(interpreter=(129, 67, 250), gpu=(2049, 1537, 3073))]
+
+
+def check_step(step, name):
+    for m, n, k in step_shapes:
+        a = torch.randn(m, k, device=device, dtype=torch.float16)
+        b = torch.randn(k, n, device=device, dtype=torch.float16)
+        error = assert_close(step(a, b), matmul_reference(a.double(), b.double()),
+                             rtol=tolerance(torch.float16, tensor_cores=True))
+        print(f"{name}: M={m:<5} N={n:<5} K={k:<5} float16 relative error {error:.1e}")
+
+
+check_step(matmul_row_major, "step 1 (row-major)")
+
+# %%
+# Step 2: grouped ordering
+# ------------------------
+# Programs start roughly in the order of their id, and only so many run at once. In
+# row-major order, programs 0, 1, 2, ... compute the first row of C tiles: they all read
+# the same row of A tiles, but every column of B. Grouped order walks down
+# ``GROUP_SIZE_M`` tile rows before moving one column right, so that the programs running
+# together share rows of A *and* columns of B, and those tiles are still in the L2 cache
+# when the next program asks for them. The mapping is one jit function, which the
+# production kernel calls (``GROUP_SIZE_M = 1`` gives back row-major order):
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: tile_of_program
+#
+# To see it, a tiny kernel runs that same function in every program of a launch and
+# writes down the tile each program would compute:
+#
+# .. literalinclude:: /../triton_guide/matmul_steps.py
+#    :pyobject: program_tiles_kernel
+#
+# Below, the program id in every tile of a 9 x 9 grid of C tiles, in both orders; the
+# first programs of the launch, the ones that run together, are shaded.
+
+tiles, group, window = 9, 3, 9
+orders = {"row-major": program_tiles(tiles, tiles, 1),
+          f"grouped, GROUP_SIZE_M = {group}": program_tiles(tiles, tiles, group)}
+
+
+def tiles_read(mapping, num_programs):
+    """Distinct tile rows of A and tile columns of B that the first programs read."""
+    first = mapping[:num_programs]
+    return len(set(first[:, 0].tolist())), len(set(first[:, 1].tolist()))
+
+
+fig, axes = plt.subplots(1, 2, figsize=(9, 5), layout="constrained")
+for ax, (name, mapping) in zip(axes, orders.items()):
+    program_of_tile = np.zeros((tiles, tiles), dtype=int)
+    for pid, (pid_m, pid_n) in enumerate(mapping.tolist()):
+        program_of_tile[pid_m, pid_n] = pid
+    ax.imshow(program_of_tile < window, cmap="Blues", vmin=-0.3, vmax=1.3)
+    for (i, j), pid in np.ndenumerate(program_of_tile):
+        ax.text(j, i, str(pid), ha="center", va="center", fontsize=7,
+                color="white" if pid < window else "black")
+    a_rows, b_cols = tiles_read(mapping, window)
+    ax.set_title(f"{name}\nthe first {window} programs read tile rows of A: {a_rows}, "
+                 f"tile columns of B: {b_cols}", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+# %%
+# Each tile row of A (and each tile column of B) is ``tiles`` input tiles long, one per K
+# step. Counting, for windows of different sizes, the input tiles the first programs
+# read:
+
+row_major, grouped = orders.values()
+print(f"{tiles} x {tiles} tiles of C, K {tiles} tiles long, GROUP_SIZE_M = {group}")
+print("first programs | row-major: A rows, B cols, input tiles | grouped: the same")
+for num_programs in (9, 18, 27, 36, 45, 81):
+    counts = [tiles_read(mapping, num_programs) for mapping in (row_major, grouped)]
+    loads = [(rows + cols) * tiles for rows, cols in counts]
+    verdict = ("grouped reads fewer" if loads[1] < loads[0] else
+               "a tie" if loads[1] == loads[0] else "grouped reads MORE")
+    print(f"{num_programs:>14} | {counts[0][0]:>9} {counts[0][1]:>7} {loads[0]:>6} | "
+          f"{counts[1][0]:>7} {counts[1][1]:>7} {loads[1]:>6}   {verdict}")
+
+# %%
+# Grouping wins when the programs running together fit in one group, ties when the window
+# covers whole groups, and loses when a window covers one group and part of the next
+# (that part starts new rows of A *and* goes back to the first columns of B). On a GPU
+# the window is the number of programs resident at once, one or two per SM for large
+# tiles, and the grid of a large product has thousands of tiles, so windows mostly fall
+# inside groups of ``GROUP_SIZE_M = 8`` tile rows; whether that pays is for the clock to
+# say, in the ladder below.
+#
+# Step 2 is step 1 with the row-major arithmetic replaced by the helper:
+#
+# .. literalinclude:: /../triton_guide/matmul_steps.py
+#    :pyobject: matmul_grouped_kernel
+
+check_step(matmul_grouped, "step 2 (grouped)")
+
+# %%
+# Step 3: autotuned tile shapes
+# -----------------------------
+# The production kernel in ``triton_guide/matmul.py`` is step 2 with two changes. Its
+# tile shape, group size, number of warps and pipeline stages come from
+# ``triton.autotune`` (next cells), and rows of A and columns of B past the edge are
+# wrapped round with ``% M`` and ``% N`` instead of masked: the loads stay inside the
+# matrices, the rows they fetch twice are computed but never stored (the store is
+# masked), and the loop over K keeps only the mask along K, where padding with anything
+# but zeros would change the sum:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
-#
-# Ragged edges are handled twice over. Along M and N, row and column indices are wrapped
-# with ``% M`` and ``% N``: the loads stay inside the matrices, the rows they fetch twice are
-# computed but never stored (the store is masked). Along K the padding would change the
-# sum, so the last K step masks its loads with ``other=0.0``: zeros add nothing.
-
-# %%
-# Grouped ordering
-# ----------------
-# Programs run roughly in the order of their id. With row-major order, programs 0..n-1
-# compute a whole row of C tiles: they all read the same row of A tiles, but every column of
-# B. Grouped order walks down ``GROUP_SIZE_M`` tile rows before moving right, so programs
-# that run together share both A rows and B columns, and those tiles are still in L2.
-# Below: the id of the program computing each tile of C (9 x 9 tiles), and how many distinct
-# input tiles the first 27 programs touch.
-
-
-def program_of_tile(num_m, num_n, group):
-    order = np.zeros((num_m, num_n), dtype=int)
-    for pid in range(num_m * num_n):
-        if group is None:
-            pid_m, pid_n = divmod(pid, num_n)
-        else:
-            in_group = group * num_n
-            first_m = (pid // in_group) * group
-            size_m = min(num_m - first_m, group)
-            pid_m = first_m + (pid % in_group) % size_m
-            pid_n = (pid % in_group) // size_m
-        order[pid_m, pid_n] = pid
-    return order
-
-
-tiles, first = 9, 27
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.4))
-for ax, group, name in ((axes[0], None, "row-major"), (axes[1], 3, "grouped, GROUP_SIZE_M = 3")):
-    order = program_of_tile(tiles, tiles, group)
-    ax.imshow(order < first, cmap="Blues", vmin=-0.3, vmax=1.3)
-    for (i, j), pid in np.ndenumerate(order):
-        ax.text(j, i, str(pid), ha="center", va="center", fontsize=7)
-    a_rows = len({i for (i, j), pid in np.ndenumerate(order) if pid < first})
-    b_cols = len({j for (i, j), pid in np.ndenumerate(order) if pid < first})
-    ax.set_title(f"{name}\nfirst {first} programs read {a_rows} rows of A, {b_cols} columns of B",
-                 fontsize=9)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    print(f"{name:<26}: the first {first} programs need {a_rows} tile rows of A and "
-          f"{b_cols} tile columns of B ({(a_rows + b_cols) * tiles} input tiles)")
-fig.tight_layout()
 
 # %%
 # Check against PyTorch
 # ---------------------
 # Odd sizes in every dimension, compared with a float64 product.
 
-for m, n, k in [(1, 1, 1), (17, 31, 65), runtime.pick(interpreter=(129, 67, 250), gpu=(2049, 1537, 3073))]:
+for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
         a = torch.randn(m, k, device=device, dtype=dtype)
         b = torch.randn(k, n, device=device, dtype=dtype)
         error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
                              rtol=tolerance(dtype, tensor_cores=True))
-        print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} relative error {error:.1e}")
+        print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} "
+              f"relative error {error:.1e}")
 
 # %%
 # Autotuning
@@ -124,6 +211,43 @@ for m, n, k in [(1, 1, 1), (17, 31, 65), runtime.pick(interpreter=(129, 67, 250)
 for config in matmul_kernel.configs:
     print(" ", config)
 print("chosen:", matmul_kernel.best_config)
+
+# %%
+# What each step buys
+# -------------------
+# Every step, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
+# the GPU with thousands of tiles, timed in the same run. Each kernel is compiled (and the
+# last one autotuned) before timing.
+
+ladder_n = 8192
+steps = {
+    "step 1 row-major": matmul_row_major,
+    "step 2 grouped": matmul_grouped,
+    "step 3 autotuned": matmul,
+    "cuBLAS": matmul_reference,
+}
+
+
+def prepared(fn):
+    def prepare(size):
+        a = torch.randn(size, size, device=device, dtype=torch.float16)
+        b = torch.randn(size, size, device=device, dtype=torch.float16)
+        fn(a, b)  # compile and autotune outside the timed region
+        return lambda: fn(a, b)
+    return prepare
+
+
+ladder = sweep([ladder_n], {name: prepared(fn) for name, fn in steps.items()},
+               lambda size, ms: tflop_per_s(2 * size**3, ms), label="n")
+if ladder is not None:
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tile_m, tile_n = FIXED_TILE["BLOCK_SIZE_M"], FIXED_TILE["BLOCK_SIZE_N"]
+    num_programs = (ladder_n // tile_m) * (ladder_n // tile_n)
+    print(f"{ladder_n}^3 float16 on {sms} SMs; steps 1 and 2 launch "
+          f"{num_programs} programs of {tile_m} x {tile_n}")
+    for name in steps:
+        fraction = ladder[name][0] / ladder["cuBLAS"][0]
+        print(f"  {name:<18} {ladder[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
 
 # %%
 # Performance
@@ -155,10 +279,19 @@ if results is not None:
     print(f"best: n = {sizes[best]}, {results['triton_guide'][best]:.0f} TFLOP/s, "
           f"{results['triton_guide'][best] / results['cuBLAS'][best]:.2f}x cuBLAS")
 
+
 # %%
 # Takeaways
 # ---------
 # * One program, one output tile; a loop over K; ``tl.dot`` into a float32 accumulator.
 # * Mask along K (zeros add nothing); wrap or mask along M and N and mask the store.
-# * Program order decides cache reuse; grouping is a few lines of index arithmetic.
-# * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same run.
+# * Program order decides cache reuse; grouping is one small jit function, and it helps
+#   only when the programs running together fall inside a group.
+# * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
+#   run.
+#
+# Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
+# :func:`triton_guide.matmul_steps.matmul_row_major`,
+# :func:`triton_guide.matmul_steps.matmul_grouped`,
+# :func:`triton_guide.matmul_steps.program_tiles`,
+# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`.

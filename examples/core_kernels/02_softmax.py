@@ -27,6 +27,7 @@ from triton_guide.benchmark import gb_per_s, plot, sweep
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -58,7 +59,8 @@ M, N = 4096, 4096
 naive_elements = (5 * M * N + 2 * M) + (3 * M * N + 2 * M)
 fused_elements = 2 * M * N
 print(f"M = N = {N}, float32: naive moves {naive_elements * 4 / 1e6:.0f} MB, fused "
-      f"{fused_elements * 4 / 1e6:.0f} MB: {naive_elements / fused_elements:.1f}x less traffic")
+      f"{fused_elements * 4 / 1e6:.0f} MB")
+print(f"fused moves {naive_elements / fused_elements:.1f}x less")
 
 # %%
 # Fused, one pass
@@ -86,17 +88,43 @@ print("MAX_ONE_PASS_BLOCK =", MAX_ONE_PASS_BLOCK)
 # .. math:: s' = s \cdot e^{m - m'} + \sum_{x \in \text{block}} e^{x - m'}
 #
 # After the last block, ``m`` and ``s`` are the row's maximum and normaliser, and a second
-# pass writes ``exp(x - m) / s``. Here is the update run by hand, in blocks of 4:
+# pass writes ``exp(x - m) / s``.
+#
+# Here is the update run by hand, in blocks of 4. The values are built so that the
+# rescale has something to do: each block is random noise in [-1, 1] plus its own
+# offset, and the offsets rise and then fall back, so some blocks raise the maximum and
+# one does not.
 
-values = torch.randn(10, dtype=torch.float64) * 3
+block_size = 4
+block_offsets = torch.tensor([0.0, 3.0, 6.0, 1.0], dtype=torch.float64)
+noise = torch.rand(15, dtype=torch.float64) * 2 - 1
+values = noise + block_offsets.repeat_interleave(block_size)[: len(noise)]
+print("block offsets:", block_offsets.tolist())
+print("values:", " ".join(f"{value:.1f}" for value in values.tolist()))
+
 m, s = -math.inf, 0.0
-for start in range(0, len(values), 4):
-    block = values[start:start + 4]
+factors = []
+for start in range(0, len(values), block_size):
+    block = values[start:start + block_size]
     new_m = max(m, block.max().item())
-    s = s * math.exp(m - new_m) + torch.exp(block - new_m).sum().item()
+    factor = math.exp(m - new_m)  # 0 on the first block, 1 if the max did not move
+    s = s * factor + torch.exp(block - new_m).sum().item()
+    if m == -math.inf:
+        what = "(first block: nothing to rescale)"
+    elif factor < 1:
+        what = "(max moved: old terms shrink)"
+    else:
+        what = "(max stayed)"
+    factors.append(factor)
+    print(f"{start:>2}..{start + len(block) - 1:>2}: m {m:7.4f} -> {new_m:7.4f}, "
+          f"rescale {factor:.4f}, s {s:7.4f} {what}")
     m = new_m
-    print(f"after elements {start}..{start + len(block) - 1}: m = {m:7.4f}, s = {s:8.5f}")
-print(f"exact: max = {values.max().item():7.4f}, sum = {torch.exp(values - values.max()).sum().item():8.5f}")
+exact_max = values.max().item()
+exact_sum = torch.exp(values - exact_max).sum().item()
+print(f"exact: max {exact_max:.4f}, sum {exact_sum:.4f}")
+rescaled = sum(0 < factor < 1 for factor in factors)
+print(f"the running sum was rescaled by a factor below 1 at {rescaled} of "
+      f"{len(factors)} blocks")
 
 # %%
 # The kernel does the same with one ``m`` and ``s`` per lane, merged at the end, so that the
@@ -124,11 +152,14 @@ for method in ("one_pass", "online"):
 error = assert_close(softmax_naive(x), reference, rtol=1e-5)
 print(f"naive    float32 {tuple(x.shape)}: relative error {error:.1e}")
 half = x.half()
-error = assert_close(softmax(half), softmax_reference(half.double()), rtol=tolerance(torch.float16))
+error = assert_close(softmax(half), softmax_reference(half.double()),
+                     rtol=tolerance(torch.float16))
 print(f"auto     float16 {tuple(x.shape)}: relative error {error:.1e}")
 long_rows = torch.randn(3, MAX_ONE_PASS_BLOCK + 3, device=device)
-error = assert_close(softmax(long_rows), softmax_reference(long_rows.double()), rtol=1e-5)
-print(f"auto     float32 {tuple(long_rows.shape)} (online, the row does not fit): relative error {error:.1e}")
+error = assert_close(softmax(long_rows), softmax_reference(long_rows.double()),
+                     rtol=1e-5)
+print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
+      "(online: the row does not fit)")
 
 # %%
 # Performance

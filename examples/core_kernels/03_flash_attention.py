@@ -3,18 +3,24 @@ Flash attention: tiles plus online softmax
 ==========================================
 
 Attention, ``softmax(Q K^T / sqrt(d)) V``, is the kernel that made Triton famous. Computed
-the obvious way it writes an N x N matrix to memory and reads it back, and that traffic, not
-the arithmetic, sets its speed. Flash attention never stores that matrix: it streams blocks
-of keys and values past a block of queries, using the online softmax of the previous page.
+the obvious way it writes an N x N matrix to memory and reads it back, and that traffic,
+not the arithmetic, sets its speed. Flash attention never stores that matrix: it streams
+blocks of keys and values past a block of queries, using the online softmax of the
+previous page. This page gets there in four executed steps, from PyTorch to the
+production kernel of ``triton_guide/attention.py``.
 
 You will learn:
 
 * why naive attention is memory bound, in bytes;
 * why normalising the softmax inside each key tile is **wrong**, with numbers;
-* the online-softmax fix, run by hand, then the forward kernel that does it;
-* causal masking, and which blocks need it;
+* the online-softmax fix, run by hand, then in a first Triton kernel (two passes) and a
+  one-pass kernel, each checked against PyTorch;
+* what the production kernel adds: ``exp2``, masks only where needed, causal masking;
+* how many bytes flash attention really moves (keys and values are read once per query
+  block);
 * the backward pass: recomputing probabilities instead of storing them;
-* TFLOP/s next to PyTorch's ``scaled_dot_product_attention`` (its flash and cuDNN backends).
+* what each step buys, and TFLOP/s next to PyTorch's ``scaled_dot_product_attention``
+  (its flash and cuDNN backends).
 """
 
 # %%
@@ -27,6 +33,7 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.benchmark import plot, sweep, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
 
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(runtime.describe())
 device = runtime.device()
 
@@ -34,18 +41,25 @@ device = runtime.device()
 # Naive attention moves an N x N matrix
 # -------------------------------------
 # ``S = Q K^T`` has one score per (query, key) pair. A naive implementation writes ``S``,
-# reads it for the softmax, writes ``P``, and reads ``P`` again for ``P V``. For a typical
-# long-context shape that matrix dwarfs the inputs:
+# reads it for the softmax, writes ``P``, and reads ``P`` again for ``P V``. For a
+# typical long-context shape those matrices dwarf the inputs:
 
 B, H, N, D = 4, 32, 16384, 128
-inputs_and_output = 4 * B * H * N * D * 2  # q, k, v, out in float16
-score_matrix = B * H * N * N * 2
+element_bytes = 2  # float16
+inputs_and_output = 4 * B * H * N * D * element_bytes  # q, k, v and out
+scores_per_head = N * N * element_bytes
+scores_all_heads = B * H * scores_per_head
 flops = 4 * B * H * N * N * D
 print(f"B={B} H={H} N={N} D={D}, float16")
-print(f"  q, k, v and out: {inputs_and_output / 1e9:6.1f} GB")
-print(f"  one N x N matrix per head: {score_matrix / 1e9:6.1f} GB, written and read twice (S and P)")
-print(f"  arithmetic: {flops / 1e12:.1f} TFLOP; at ~3 TB/s the naive traffic alone takes "
-      f"{4 * score_matrix / 3e12 * 1e3:.0f} ms, the math at ~600 TFLOP/s {flops / 600e12 * 1e3:.0f} ms")
+print(f"  q, k, v and out, all heads:          {inputs_and_output / 1e9:6.2f} GB")
+print(f"  one N x N score matrix, one head:    {scores_per_head / 1e9:6.2f} GB")
+print(f"  the score matrices of all {B * H} heads: {scores_all_heads / 1e9:6.2f} GB")
+print("  (each written and read twice: S, then P)")
+naive_ms = 4 * scores_all_heads / 3e12 * 1e3
+math_ms = flops / 600e12 * 1e3
+print(f"  arithmetic: {flops / 1e12:.1f} TFLOP")
+print(f"  at ~3 TB/s the naive traffic alone takes {naive_ms:.0f} ms; "
+      f"the math at ~600 TFLOP/s {math_ms:.0f} ms")
 
 # %%
 # A tempting mistake: softmax per tile
@@ -60,12 +74,13 @@ print(f"  arithmetic: {flops / 1e12:.1f} TFLOP; at ~3 TB/s the naive traffic alo
 def per_tile_softmax(q, k, v, tile):
     """The mistake: normalise the scores inside each key tile.
 
-    Returns the last tile's output, the sum of all tiles' outputs, and the total weight each
-    query row gives its values (1 for a real softmax).
+    Returns the last tile's output, the sum of all tiles' outputs, and the total weight
+    each query row gives its values (1 for a real softmax).
     """
     outputs, weights = [], 0
+    scale = 1 / math.sqrt(q.shape[-1])
     for start in range(0, k.shape[-2], tile):
-        scores = q @ k[..., start:start + tile, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        scores = q @ k[..., start:start + tile, :].transpose(-2, -1) * scale
         probs = torch.softmax(scores, dim=-1)
         outputs.append(probs @ v[..., start:start + tile, :])
         weights = weights + probs.sum(dim=-1)
@@ -79,8 +94,9 @@ last, summed, weights = per_tile_softmax(q, k, v, tile)
 rel = lambda a: ((a - exact).norm() / exact.norm()).item()  # noqa: E731
 print(f"{k.shape[-2]} keys in tiles of {tile}, float64 (no rounding to blame):")
 print(f"  last tile wins:      relative error {rel(last):.2f}")
-print(f"  per-tile sums added: relative error {rel(summed):.2f}; each row's weights add up to "
-      f"{weights.min().item():.3f}..{weights.max().item():.3f} instead of 1")
+print(f"  per-tile sums added: relative error {rel(summed):.2f}")
+print(f"  each row's weights add up to {weights.min().item():.3f}.."
+      f"{weights.max().item():.3f} instead of 1")
 
 # %%
 # The fix: carry the softmax across tiles
@@ -107,29 +123,98 @@ def online_attention(q, k, v, tile):
     return acc / l[..., None]
 
 
-print(f"online softmax over the same tiles: relative error {rel(online_attention(q, k, v, tile)):.1e}")
+online_error = rel(online_attention(q, k, v, tile))
+print(f"online softmax over the same tiles: relative error {online_error:.1e}")
 
 # %%
-# The forward kernel
-# ------------------
-# One program per block of ``BLOCK_M`` query rows of one (batch, head). The loop over key
-# blocks is the function above, in Triton, with two changes: exponentials are base 2
-# (``exp2``, with ``log2(e)`` folded into the scale once, as the hardware computes ``2^x``
-# natively), and the two products run on the tensor cores with ``tl.dot``:
+# Step 1: the PyTorch reference
+# -----------------------------
+# The first rung of the ladder is the definition itself, which every later step is
+# checked against (in float64) and, on a GPU, timed next to:
+#
+# .. literalinclude:: /../triton_guide/attention.py
+#    :pyobject: attention_reference
+
+# %%
+# Step 2: a first Triton kernel, in two passes
+# --------------------------------------------
+# One program per block of ``BLOCK_M`` query rows of one (batch, head): the grid is
+# ``(cdiv(N, BLOCK_M), batch * heads)``. The program loads its query block once and
+# walks over the keys in blocks of ``BLOCK_N``. Two small helpers load a block of rows
+# (zeros past the end) and score the queries against a block of keys (``-inf`` past the
+# end, so those keys get no weight):
+#
+# .. literalinclude:: /../triton_guide/attention_steps.py
+#    :pyobject: load_rows
+#
+# .. literalinclude:: /../triton_guide/attention_steps.py
+#    :pyobject: block_scores
+#
+# The simplest correct kernel walks the keys twice. The first pass finds each row's
+# maximum and normaliser with the online softmax of the previous page, which needs only
+# two numbers per row. The second pass recomputes the scores, turns them into final
+# probabilities and multiplies by the values. Nothing of size N x N is ever stored, but
+# every score is computed twice and the keys are read twice:
+#
+# .. literalinclude:: /../triton_guide/attention_steps.py
+#    :pyobject: attention_two_pass_kernel
+
+from triton_guide.attention_steps import (  # noqa: E402
+    attention_online,
+    attention_two_pass,
+    step_blocks,
+)
+
+step_shape = runtime.pick(interpreter=(1, 2, 97, 64), gpu=(2, 8, 3001, 64))
+
+
+def check_step(step, name):
+    for dtype in (torch.float32, torch.float16):
+        q, k, v = (torch.randn(step_shape, device=device, dtype=dtype)
+                   for _ in range(3))
+        expected = attention_reference(q.double(), k.double(), v.double())
+        error = assert_close(step(q, k, v), expected,
+                             rtol=tolerance(dtype, tensor_cores=True))
+        print(f"{name}: {str(dtype)[6:]:<7} {tuple(step_shape)}: "
+              f"relative error {error:.1e}")
+
+
+print("blocks of steps 2 and 3 here:", step_blocks(torch.float16))
+check_step(attention_two_pass, "step 2 (two passes)")
+
+# %%
+# Step 3: one pass, with the online softmax
+# -----------------------------------------
+# ``online_attention`` above, written as a kernel: the output ``acc`` stays unnormalised,
+# is rescaled by ``exp(m - m')`` whenever a key block raises a row's maximum, and is
+# divided by the normaliser once at the end. Each score is now computed once and the
+# keys and values are read once per program:
+#
+# .. literalinclude:: /../triton_guide/attention_steps.py
+#    :pyobject: attention_online_kernel
+
+check_step(attention_online, "step 3 (one pass) ")
+
+# %%
+# Step 4: the production kernel
+# -----------------------------
+# ``triton_guide.attention`` is step 3 with the changes that make it fast and complete.
+# Exponentials are base 2 (``exp2``, with ``log2(e)`` folded into the scale once, as the
+# hardware computes ``2^x`` natively). The loop over key blocks is a helper, called once
+# per range of keys with masking switched on (``tl.constexpr`` flags, compiled away when
+# off) only where it is needed: the one partial key block at the end of the sequence,
+# and, when causal, the blocks on the diagonal. Block shapes and pipeline depth come from
+# ``triton.autotune``:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _forward_block_loop
 #
-# The kernel loads its query block once, runs that loop over the key range, and stores the
-# normalised output together with each row's log-sum-exp (``m + log2(l)``), which the
+# The kernel loads its query block once, runs that loop over the key ranges, and stores
+# the normalised output together with each row's log-sum-exp (``m + log2(l)``), which the
 # backward pass needs:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_forward_kernel
-#
-# Masks cost time, so the loop is called with masking switched on (``tl.constexpr`` flags,
-# compiled away when off) only where it is needed: the one partial key block at the end of
-# the sequence, and, when causal, the blocks on the diagonal.
 
 # %%
 # Causal attention
@@ -141,8 +226,9 @@ print(f"online softmax over the same tiles: relative error {rel(online_attention
 
 num_blocks = 8
 visited = sum(i + 1 for i in range(num_blocks))
-print(f"with {num_blocks} query blocks and {num_blocks} key blocks: full attention visits "
-      f"{num_blocks * num_blocks} block pairs, causal {visited}, of which {num_blocks} need a mask")
+print(f"with {num_blocks} query blocks and {num_blocks} key blocks: full attention "
+      f"visits {num_blocks * num_blocks} block pairs")
+print(f"causal attention visits {visited}, of which {num_blocks} need a mask")
 
 # %%
 # Check against PyTorch: forward
@@ -155,9 +241,56 @@ for causal in (False, True):
     for dtype in (torch.float32, torch.float16):
         q, k, v = (torch.randn(shape, device=device, dtype=dtype) for _ in range(3))
         out = attention(q, k, v, causal=causal)
-        expected = attention_reference(q.double(), k.double(), v.double(), causal=causal)
+        expected = attention_reference(q.double(), k.double(), v.double(),
+                                       causal=causal)
         error = assert_close(out, expected, rtol=tolerance(dtype, tensor_cores=True))
-        print(f"causal={causal!s:<5} {str(dtype)[6:]:<7} {tuple(shape)}: relative error {error:.1e}")
+        print(f"causal={causal!s:<5} {str(dtype)[6:]:<7} {tuple(shape)}: "
+              f"relative error {error:.1e}")
+
+# %%
+# The bytes flash attention moves
+# -------------------------------
+# Per (batch, head), each of the ``cdiv(N, BLOCK_M)`` programs reads its block of Q once,
+# then *all* of K and V, and writes its block of the output. So K and V are read once per
+# query block: ``2 N d * cdiv(N, BLOCK_M)`` elements, plus ``2 N d`` for Q and the output.
+# That still grows as ``N^2``: against the naive kernel's ``4 N^2`` (S and P, each
+# written and read) it is smaller by a factor of about ``2 BLOCK_M / d``, and nothing of
+# size N x N is ever written. The arithmetic, ``4 N^2 d`` FLOPs per head, is the same for
+# both:
+
+import triton  # noqa: E402
+
+
+def flash_bytes(n, d, block_m, element_bytes=2):
+    """Bytes one (batch, head) moves if every read of K and V came from memory."""
+    return (2 * n * d * triton.cdiv(n, block_m) + 2 * n * d) * element_bytes
+
+
+def naive_bytes(n, d, element_bytes=2):
+    return (4 * n * d + 4 * n * n) * element_bytes
+
+
+d = 128
+print(f"per (batch, head), d = {d}, float16; FLOP/B = FLOPs per byte moved")
+print("      N |  naive: MB  FLOP/B | BLOCK_M  flash: MB  FLOP/B | naive / flash")
+for n in (1024, 4096, 16384):
+    head_flops = 4 * n * n * d
+    for block_m in (64, 128):
+        naive, flash = naive_bytes(n, d), flash_bytes(n, d, block_m)
+        print(f"{n:>7} | {naive / 1e6:10.1f} {head_flops / naive:7.0f} | {block_m:>7} "
+              f"{flash / 1e6:10.1f} {head_flops / flash:7.0f} | {naive / flash:9.1f}x")
+
+ridge = 600e12 / 3e12
+print(f"the GPU assumed in the first cell needs {ridge:.0f} FLOP/B to be compute bound")
+
+# %%
+# Counted this way, flash attention moves at most a few times fewer bytes than the naive
+# kernel (last column), and both stay below the FLOPs per byte a GPU needs to be compute
+# bound. The count is an upper bound, though: the programs working on one head at the
+# same time read the same K and V, so most of those re-reads are served by the L2 cache,
+# not by memory. Flash attention removes the N x N traffic and the memory that would hold
+# it; what it keeps is about ``BLOCK_M`` FLOPs per byte of K and V read, which is why
+# larger query blocks pay.
 
 # %%
 # The backward pass
@@ -191,10 +324,64 @@ for causal in (False, True):
     grad_out = torch.randn(shape, device=device)
     attention(q, k, v, causal=causal).backward(grad_out)
     attention_reference(q64, k64, v64, causal=causal).backward(grad_out.double())
-    errors = [assert_close(ours.grad, ref.grad, rtol=tolerance(torch.float32, tensor_cores=True), atol=1e-3)
+    rtol = tolerance(torch.float32, tensor_cores=True)
+    errors = [assert_close(ours.grad, ref.grad, rtol=rtol, atol=1e-3)
               for ours, ref in ((q, q64), (k, k64), (v, v64))]
     print(f"causal={causal!s:<5} float32 gradients: relative error dq {errors[0]:.1e}, "
           f"dk {errors[1]:.1e}, dv {errors[2]:.1e}")
+
+# %%
+# What each step buys
+# -------------------
+# Every step of the ladder, forward only and not causal, in float16 at a size that fills
+# the GPU with programs, next to PyTorch's ``scaled_dot_product_attention`` forced onto
+# its FlashAttention-2 and cuDNN backends, timed in the same run. FLOPs count
+# ``4 B H N^2 D`` for every variant (step 2 does more work, for the same result).
+
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+ladder_shape = (4, 32, 4096, 128)
+
+
+def sdpa_backend(backend):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v)
+    return run
+
+
+ladder_steps = {
+    "step 1 PyTorch": attention_reference,
+    "step 2 two passes": attention_two_pass,
+    "step 3 one pass": attention_online,
+    "step 4 production": attention,
+    "SDPA flash": sdpa_backend(SDPBackend.FLASH_ATTENTION),
+    "SDPA cuDNN": sdpa_backend(SDPBackend.CUDNN_ATTENTION),
+}
+
+
+def prepared(fn):
+    def prepare(n):
+        batch, heads, _, head_dim = ladder_shape
+        q, k, v = (torch.randn(batch, heads, n, head_dim, device=device,
+                               dtype=torch.float16) for _ in range(3))
+        fn(q, k, v)  # compile and autotune outside the timed region
+        return lambda: fn(q, k, v)
+    return prepare
+
+
+batch, heads, ladder_n, head_dim = ladder_shape
+ladder = sweep(
+    [ladder_n], {name: prepared(fn) for name, fn in ladder_steps.items()},
+    lambda n, ms: tflop_per_s(4 * batch * heads * n * n * head_dim, ms), label="N",
+)
+if ladder is not None:
+    print(f"B={batch} H={heads} N={ladder_n} D={head_dim} float16, forward, not causal")
+    for name in ladder_steps:
+        value = ladder[name][0]
+        print(f"  {name:<18} {value:6.0f} TFLOP/s  "
+              f"{value / ladder['SDPA flash'][0]:6.1%} of SDPA flash  "
+              f"{value / ladder['SDPA cuDNN'][0]:6.1%} of SDPA cuDNN")
 
 # %%
 # Performance
@@ -258,9 +445,17 @@ for backward in (False, True):
 # %%
 # Takeaways
 # ---------
-# * Never normalise per tile: carry ``m``, ``l`` and an unnormalised ``acc`` across tiles and
-#   divide once at the end.
-# * Flash attention moves ``O(N d)`` bytes per head instead of ``O(N^2)``: it turns a
-#   memory-bound computation into a compute-bound one.
+# * Never normalise per tile: carry ``m``, ``l`` and an unnormalised ``acc`` across tiles
+#   and divide once at the end.
+# * Flash attention never writes the N x N score matrix. It still reads K and V once per
+#   query block, ``2 N^2 d / BLOCK_M`` elements per head, so larger query blocks (and the
+#   L2 cache) are what keep it compute bound.
+# * Build a kernel up in steps that each run and are checked: two passes, then one pass,
+#   then the masks, ``exp2`` and autotuning that make it fast.
 # * The backward pass trades memory for arithmetic: recompute ``P`` from the log-sum-exp.
 # * Mask only the blocks that need it, and skip the blocks a causal mask hides completely.
+#
+# Used here: :func:`triton_guide.attention`, :func:`triton_guide.attention_reference`,
+# :func:`triton_guide.attention_steps.attention_two_pass`,
+# :func:`triton_guide.attention_steps.attention_online`,
+# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`.
