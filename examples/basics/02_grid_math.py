@@ -21,9 +21,10 @@ import torch
 import triton
 
 from triton_guide import runtime
+from triton_guide.benchmark import Benchmark
 from triton_guide.vector_add import vector_add_kernel
 
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 
 # %%

@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import plot, sweep, tflop_per_s
+from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.matmul import matmul_kernel
 from triton_guide.testing import assert_close, tolerance
 
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -129,7 +130,8 @@ print("chosen:", matmul_kernel.best_config)
 # Performance
 # -----------
 # TFLOP/s of square float16 products against cuBLAS (``torch.matmul``), in the same run.
-# Each size is autotuned on its first call, before timing.
+# Each size is autotuned on its first call, before timing. The ceiling is cuBLAS on one
+# large (8192^3) float16 product, measured in the same run.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
 
@@ -147,13 +149,17 @@ def cublas(size):
     return lambda: a @ b
 
 
-results = sweep(sizes, {"triton_guide": ours, "cuBLAS": cublas},
-                lambda size, ms: tflop_per_s(2 * size**3, ms), label="n")
-if results is not None:
-    plot(sizes, results, xlabel="n (n x n x n, float16)", ylabel="TFLOP/s", title="matmul")
-    best = max(range(len(sizes)), key=lambda i: results["triton_guide"][i])
-    print(f"best: n = {sizes[best]}, {results['triton_guide'][best]:.0f} TFLOP/s, "
-          f"{results['triton_guide'][best] / results['cuBLAS'][best]:.2f}x cuBLAS")
+results = bench.sweep("matmul", sizes, {"triton_guide": ours, "cuBLAS": cublas},
+                      lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
+                      unit="TFLOP/s", ceiling="gemm_fp16",
+                      xlabel="n (n x n x n, float16)")
+results.plot()
+results.summary(ratios=[("triton_guide", "cuBLAS")])
+for run in results:
+    best = max(range(len(run.xs)), key=lambda i: run["triton_guide"][i])
+    ours_best = run["triton_guide"][best]
+    print(f"{run.gpu}, best: n = {run.xs[best]}, {ours_best:.0f} TFLOP/s, "
+          f"{ours_best / run['cuBLAS'][best]:.2f}x cuBLAS")
 
 # %%
 # Takeaways
