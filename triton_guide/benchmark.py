@@ -5,9 +5,7 @@ Every timing is the median of many runs from ``triton.testing.do_bench``, which 
 first, times with CUDA events and flushes the L2 cache before each run. Under the
 interpreter nothing is timed: a kernel's run time there measures numpy on the CPU.
 
-How a page benchmarks, records and recalls
-------------------------------------------
-A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
+**How a page benchmarks, records and recalls.** A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
 where the page's outputs come from (live GPU, interpreter, which recordings)::
 
     from triton_guide.benchmark import Benchmark, gb_per_s
