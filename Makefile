@@ -1,5 +1,5 @@
 # Two entry points: `make html` builds the site, `make test` runs the tests and then builds
-# the site. Both set up their own environment first:
+# the site (`make bench`, on a GPU, refreshes the recorded timings in results/). Both set up their own environment first:
 #   - by default, a virtual environment in .venv with the versions in constraints.txt
 #     (re-created when pyproject.toml or constraints.txt change);
 #   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
@@ -20,7 +20,7 @@ ENV_READY := $(VENV)/.installed
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: html test pytest clean distclean
+.PHONY: html test pytest bench clean distclean
 
 html: $(ENV_READY)
 	$(PY) -m sphinx -W --keep-going -b html -c . $(SPHINXOPTS) docs $(BUILDDIR)/html
@@ -30,6 +30,11 @@ test: pytest html
 
 pytest: $(ENV_READY)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# On a GPU: run every example page (or PAGE=softmax) with recording on, refreshing
+# results/<gpu>/<page>.json; no site is built. See results/README.md.
+bench: $(ENV_READY)
+	$(PY) benchmarks/record.py $(if $(PAGE),--page $(PAGE))
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	rm -rf $(VENV)

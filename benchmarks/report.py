@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import triton_guide as tg
-from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
+from triton_guide.benchmark import gb_per_s, measure_ceiling, median_ms, tflop_per_s
 
 
 def row(what, ours, baselines, unit):
@@ -25,12 +25,8 @@ def row(what, ours, baselines, unit):
 
 
 def ceilings():
-    x = torch.empty(2**28, device="cuda", dtype=torch.float32)
-    y = torch.empty_like(x)
-    ms = median_ms(lambda: y.copy_(x))
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    gemm = tflop_per_s(2 * 8192**3, median_ms(lambda: a @ a))
-    print(f"ceilings: copy {gb_per_s(2 * x.numel() * 4, ms):.0f} GB/s, bf16 GEMM 8192^3 {gemm:.0f} TFLOP/s")
+    roofs = [measure_ceiling(kind) for kind in ("copy", "gemm_bf16", "gemm_fp16")]
+    print("ceilings: " + ", ".join(f"{roof.label} {roof.value:.0f} {roof.unit}" for roof in roofs))
 
 
 def vector_add():

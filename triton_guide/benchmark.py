@@ -1,22 +1,73 @@
-"""Timing kernels on a GPU and drawing the results; shared by the example pages and
-``benchmarks/report.py``.
+"""Timing kernels on a GPU, recording the timings, and drawing them; shared by the example
+pages and ``benchmarks/report.py``.
 
 Every timing is the median of many runs from ``triton.testing.do_bench``, which warms up
 first, times with CUDA events and flushes the L2 cache before each run. Under the
-interpreter nothing is timed: :func:`sweep` returns ``None`` and says why.
+interpreter nothing is timed: a kernel's run time there measures numpy on the CPU.
+
+**How a page benchmarks, records and recalls.** A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
+where the page's outputs come from (live GPU, interpreter, which recordings)::
+
+    from triton_guide.benchmark import Benchmark, gb_per_s
+
+    bench = Benchmark()  # finds the page from sys.argv[0]; or Benchmark("path/to/page.py")
+    print(bench.stamp())
+
+Each benchmark is one :meth:`Benchmark.sweep`: a title (unique on the page, it names the
+benchmark in the store), the x values, the variants, a rate, the unit of that rate and the
+ceiling that bounds it (``"copy"`` for memory-bound kernels, ``"gemm_fp16"`` or
+``"gemm_bf16"`` for compute-bound ones)::
+
+    results = bench.sweep("vector add", sizes, {"triton_guide": ours, "torch": torch_add},
+                          lambda n, ms: gb_per_s(12 * n, ms), label="n", unit="GB/s",
+                          ceiling="copy", xlabel="elements (float32)")
+    results.plot()                                    # every GPU, with its ceiling
+    results.summary(ratios=[("triton_guide", "torch")])  # one column per GPU
+    for run in results:                               # numbers for the prose
+        print(f"{run.gpu}: {run.fraction_of_ceiling('triton_guide'):.0%} of the ceiling")
+
+On a GPU, ``sweep`` times the variants now (and, with ``TRITON_GUIDE_RECORD=1``, as
+``make bench`` sets it, writes them to ``results/<gpu>/<page>.json``); recordings of other
+GPUs are drawn beside them. Without a GPU it times nothing: it returns the recordings of
+every GPU, each labelled with its GPU, versions, date and commit, and flagged as stale when
+the page's kernel source changed since (see :mod:`triton_guide.results`). With no
+recording it says so in one line and returns an empty ``results``: ``plot`` and
+``summary`` then do nothing and ``for run in results`` does not loop, so a page needs no
+``if``. ``TRITON_GUIDE_TIMINGS=recorded`` makes a GPU build draw from the store too
+(the site workflow does that after ``make bench``, so nothing is timed twice).
+
+Adopting it in a page written for :func:`sweep` and :func:`plot` (which keep working, but
+neither record nor recall): replace ``print(runtime.describe())`` by the two lines above,
+``sweep(xs, variants, rate, label=...)`` by ``bench.sweep(title, xs, variants, rate,
+label=..., unit=..., ceiling=..., xlabel=...)``, ``plot(...)`` by ``results.plot()``, and
+compute printed numbers inside ``for run in results:``. Then ``make bench PAGE=<key>`` on a
+GPU records it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import ast
+import functools
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import triton
 
-from .runtime import describe, timings_meaningful
+from . import results as store
+from .runtime import describe, interpreting, timings_meaningful
 
 NO_TIMINGS = (
     "Timings need a GPU: under the Triton interpreter a kernel's run time measures numpy on "
     "the CPU, not the kernel, so this benchmark is skipped."
+)
+NO_RECORDING_TO_INTERPRET = (
+    "TRITON_GUIDE_RECORD=1 needs a CUDA GPU: under the Triton interpreter timings measure "
+    "numpy on the CPU and are never recorded. Run `make bench` on a GPU machine, or unset "
+    "TRITON_GUIDE_RECORD."
 )
 
 
@@ -54,13 +105,15 @@ def sweep(
         return None
     results: dict[str, list[float]] = {name: [] for name in variants}
     for x in xs:
-        cells = []
         for name, prepare in variants.items():
-            value = rate(x, median_ms(prepare(x)))
-            results[name].append(value)
-            cells.append(f"{name} {value:8.1f}")
-        print(f"{label}={x}: " + "   ".join(cells), flush=True)
+            results[name].append(rate(x, median_ms(prepare(x))))
+        _print_row(label, x, {name: values[-1] for name, values in results.items()})
     return results
+
+
+def _print_row(label: str, x, values: dict[str, float]) -> None:
+    cells = "   ".join(f"{name} {value:8.1f}" for name, value in values.items())
+    print(f"{label}={x}: {cells}", flush=True)
 
 
 def plot(
@@ -88,3 +141,455 @@ def plot(
     axes.set_title(f"{title}\n{describe()}", fontsize=10)
     figure.tight_layout()
     return figure
+
+
+# -- ceilings ------------------------------------------------------------------------------
+
+CEILING_UNITS = {"copy": "GB/s", "gemm_fp16": "TFLOP/s", "gemm_bf16": "TFLOP/s"}
+COPY_ELEMENTS = 2**28  # float32: 1 GiB read and 1 GiB written, far beyond any L2 cache
+GEMM_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The roof that bounds a benchmark on one GPU, measured in the same run."""
+
+    kind: str
+    label: str
+    value: float
+    unit: str
+
+
+def _check_ceiling(kind: str) -> None:
+    if kind not in CEILING_UNITS:
+        raise ValueError(f"ceiling={kind!r} is not one of {sorted(CEILING_UNITS)}: use 'copy' "
+                         "for a memory-bound kernel, 'gemm_fp16' or 'gemm_bf16' for a "
+                         "compute-bound one")
+
+
+def _copy_ceiling() -> Ceiling:
+    import torch
+
+    source = torch.empty(COPY_ELEMENTS, device="cuda", dtype=torch.float32)
+    target = torch.empty_like(source)
+    ms = median_ms(lambda: target.copy_(source))
+    value = gb_per_s(2 * source.numel() * source.element_size(), ms)
+    return Ceiling("copy", "device-to-device copy of 1 GiB", value, "GB/s")
+
+
+def _gemm_ceiling(kind: str) -> Ceiling:
+    import torch
+
+    dtype = torch.float16 if kind == "gemm_fp16" else torch.bfloat16
+    a = torch.randn(GEMM_SIZE, GEMM_SIZE, device="cuda", dtype=dtype)
+    b = torch.randn_like(a)
+    value = tflop_per_s(2 * GEMM_SIZE**3, median_ms(lambda: a @ b))
+    name = str(dtype).removeprefix("torch.")
+    return Ceiling(kind, f"cuBLAS {name} GEMM {GEMM_SIZE}^3", value, "TFLOP/s")
+
+
+@functools.cache
+def measure_ceiling(kind: str) -> Ceiling:
+    """Measure, on this GPU and once per process, the roof named by ``kind``.
+
+    ``"copy"``: ``y.copy_(x)`` of 2^28 float32 (1 GiB), bytes read plus written per second,
+    the bandwidth a memory-bound kernel can hope for. ``"gemm_fp16"`` / ``"gemm_bf16"``:
+    an 8192 x 8192 x 8192 cuBLAS product, the TFLOP/s a compute-bound kernel can hope for.
+    """
+    _check_ceiling(kind)
+    if not timings_meaningful():
+        raise RuntimeError(NO_TIMINGS)
+    import torch
+
+    ceiling = _copy_ceiling() if kind == "copy" else _gemm_ceiling(kind)
+    torch.cuda.empty_cache()
+    return ceiling
+
+
+# -- one benchmark across GPUs ---------------------------------------------------------------
+
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+
+
+@dataclass
+class Run:
+    """One GPU's timings of one benchmark: measured live in this process, or recorded."""
+
+    gpu: str  # short GPU name, e.g. "H100 80GB HBM3"
+    slug: str
+    live: bool
+    provenance: str  # GPU, versions, date, commit
+    xs: list
+    series: dict[str, list[float]]
+    unit: str
+    ceiling: Ceiling | None
+    stale: str | None = None  # why a recording may be out of date, or None
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> list[float]:
+        return self.series[name]
+
+    @property
+    def largest(self) -> int:
+        """Index of the largest x."""
+        return max(range(len(self.xs)), key=lambda i: self.xs[i])
+
+    def at_largest(self, name: str) -> float:
+        return self.series[name][self.largest]
+
+    def fraction_of_ceiling(self, name: str) -> float:
+        """``name``'s rate at the largest x over the ceiling measured in the same run."""
+        if self.ceiling is None:
+            return math.nan
+        return self.at_largest(name) / self.ceiling.value
+
+    def footer(self) -> str:
+        """One line for under a plot: how and where these numbers were measured."""
+        return f"{self.gpu}: {'measured live' if self.live else 'recorded'}, {self.provenance}"
+
+    def ratio(self, name: str, other: str) -> float:
+        """``name`` over ``other``, at the largest x."""
+        return self.at_largest(name) / self.at_largest(other)
+
+
+class Results:
+    """The runs of one benchmark, one per GPU (live first); empty when there is none.
+
+    Iterate over it for the numbers a page prints; :meth:`plot` and :meth:`summary` draw and
+    tabulate every GPU together.
+    """
+
+    def __init__(self, title: str, *, label: str, xlabel: str, unit: str, logx: bool,
+                 runs: list[Run]):
+        self.title, self.label, self.xlabel = title, label, xlabel
+        self.unit, self.logx, self.runs = unit, logx, runs
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def variant_names(self) -> list[str]:
+        names: list[str] = []
+        for run in self.runs:
+            names += [name for name in run.series if name not in names]
+        return names
+
+    def plot(self, *, title: str | None = None, ylabel: str | None = None):
+        """Colour by GPU, line style by variant, each GPU's ceiling as a wide pale line; the
+        legend has one column per GPU, and under it each GPU's provenance line."""
+        if not self.runs:
+            return None
+        import matplotlib.pyplot as plt
+
+        names = self.variant_names()
+        line = 0.16  # inches per line of small text
+        legend_rows = len(names) + 1
+        footer = line * len(self.runs) + 0.1
+        below = 0.55 + line * legend_rows + 0.1 + footer  # tick labels, xlabel, legend, footer
+        height = 3.4 + 0.4 + below
+        figure = plt.figure(figsize=(8, height))
+        axes = figure.add_axes((0.09, below / height, 0.88, 3.4 / height))
+        for i, run in enumerate(self.runs):
+            colour = f"C{i}"
+            for j, name in enumerate(names):
+                values = run.series.get(name)
+                axes.plot(run.xs, values if values is not None else [math.nan] * len(run.xs),
+                          color=colour, linestyle=LINESTYLES[j % len(LINESTYLES)],
+                          marker=MARKERS[j % len(MARKERS)], markersize=4,
+                          label=f"{run.gpu}: {name}")
+            roof = run.ceiling
+            axes.axhline(roof.value if roof else math.nan, color=colour, linewidth=3,
+                         alpha=0.35, label=f"{run.gpu}: ceiling, {roof.label} "
+                         f"{roof.value:,.0f} {roof.unit}" if roof else f"{run.gpu}: no ceiling")
+        if self.logx:
+            axes.set_xscale("log", base=2)
+        axes.set_xlabel(self.xlabel)
+        axes.set_ylabel(ylabel or self.unit)
+        axes.set_ylim(bottom=0)
+        axes.grid(True, alpha=0.3)
+        axes.set_title(title or self.title, fontsize=10)
+        figure.legend(*axes.get_legend_handles_labels(), loc="lower center", fontsize=7,
+                      ncol=len(self.runs), frameon=False, bbox_to_anchor=(0.5, footer / height))
+        for i, run in enumerate(self.runs):
+            text = run.footer() + (f"  [{run.stale}]" if run.stale else "")
+            figure.text(0.01, (footer - 0.05 - (i + 1) * line) / height, text,
+                        color=f"C{i}", fontsize=6.5,
+                        fontweight="bold" if run.stale else "normal")
+        return figure
+
+    def summary(self, ratios: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, float]]:
+        """Print, one column per GPU, each variant's rate at the largest x, the ceiling, each
+        variant's fraction of it and the ``(name, other)`` ratios asked for; return the table
+        as ``{row: {gpu: value}}``."""
+        if not self.runs:
+            return {}
+        rows: dict[str, dict[str, float]] = {}
+
+        def add(row: str, value_of: Callable[[Run], float]) -> None:
+            rows[row] = {}
+            for run in self.runs:
+                try:
+                    rows[row][run.gpu] = value_of(run)
+                except (KeyError, ZeroDivisionError):
+                    rows[row][run.gpu] = math.nan
+
+        add(f"largest {self.label}", lambda run: run.xs[run.largest])
+        for name in self.variant_names():
+            add(f"{name} ({self.unit})", lambda run, name=name: run.at_largest(name))
+        add(f"ceiling ({self.unit})",
+            lambda run: run.ceiling.value if run.ceiling else math.nan)
+        for name in self.variant_names():
+            add(f"{name} / ceiling", lambda run, name=name: run.fraction_of_ceiling(name))
+        for name, other in ratios:
+            add(f"{name} / {other}", lambda run, n=name, o=other: run.ratio(n, o))
+
+        width = max(len(row) for row in rows) + 2
+        columns = [run.gpu for run in self.runs]
+        print(f"{self.title}, at the largest size:")
+        print(" " * width + "".join(f"{gpu:>18}" for gpu in columns))
+        source = {run.gpu: "live" if run.live else ("STALE" if run.stale else "recorded")
+                  for run in self.runs}
+        print(f"{'source':<{width}}" + "".join(f"{source[gpu]:>18}" for gpu in columns))
+        for row, values in rows.items():
+            cells = "".join(f"{_format(values[gpu], row):>18}" for gpu in columns)
+            print(f"{row:<{width}}{cells}")
+        return rows
+
+
+def _print_table(label: str, unit: str, runs: list[Run]) -> None:
+    """Every x of every run: a group of columns per GPU, one column per variant."""
+    xs = sorted({x for run in runs for x in run.xs})
+    groups = []
+    for run in runs:
+        widths = [max(len(name), 8) for name in run.series]
+        groups.append((run, widths, sum(widths) + 2 * len(widths)))
+    first = max(len(label), *(len(f"{x:,}" if isinstance(x, int) else str(x)) for x in xs))
+    print(f"{'':>{first}} |" + " |".join(f"{run.gpu[:span]:>{span}}"
+                                         for run, _, span in groups) + f"   ({unit})")
+    print(f"{label:>{first}} |" + " |".join(
+        "".join(f"{name:>{width + 2}}" for name, width in zip(run.series, widths))
+        for run, widths, _ in groups))
+    for x in xs:
+        cells = []
+        for run, widths, _ in groups:
+            i = run.xs.index(x) if x in run.xs else None
+            cells.append("".join(
+                f"{run.series[name][i] if i is not None else math.nan:>{width + 2}.1f}"
+                for name, width in zip(run.series, widths)))
+        shown = f"{x:,}" if isinstance(x, int) else str(x)
+        print(f"{shown:>{first}} |" + " |".join(cells))
+
+
+def _format(value: float, row: str) -> str:
+    if math.isnan(value):
+        return "-"
+    if row.startswith("largest"):
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    if " / " in row:
+        return f"{value:.2f}"
+    return f"{value:,.1f}"
+
+
+# -- a page's benchmarks ----------------------------------------------------------------------
+
+
+class Benchmark:
+    """The benchmarks of one example page: measured live on a GPU, recorded with
+    ``TRITON_GUIDE_RECORD=1``, recalled from ``results/`` otherwise (module docstring).
+
+    ``page`` is the page's path; by default ``sys.argv[0]``, which is the page both when it
+    runs as a script and under sphinx-gallery. ``results_dir`` overrides where results live.
+    """
+
+    def __init__(self, page: str | Path | None = None, *, results_dir: str | Path | None = None):
+        page = page or store.running_from()
+        if not page:
+            raise ValueError("Benchmark(page=None) could not tell which page is running "
+                             "(sys.argv[0] is not a .py file): pass the page's path")
+        self.page = Path(page).resolve()
+        self.key = store.page_key(self.page)
+        self.results_dir = Path(results_dir) if results_dir else store.results_dir()
+        source = self.page.read_text()
+        self.kernel = store.kernel_source(source)
+        self.has_benchmarks = _calls_sweep(source)
+        self.recording = store.recording_requested()
+        if self.recording and interpreting():
+            raise RuntimeError(NO_RECORDING_TO_INTERPRET)
+        self.live = timings_meaningful() and not _timings_from_store()
+        if self.recording and not self.live:
+            raise RuntimeError(f"TRITON_GUIDE_RECORD=1 and {store.TIMINGS_ENV}=recorded "
+                               "contradict each other: unset one")
+        self.gpu = store.gpu_environment() if timings_meaningful() else None
+        own = self.gpu["slug"] if self.live else None
+        self.recordings = [r for r in store.load(self.key, self.results_dir)
+                           if r["gpu"]["slug"] != own]
+        for record in self.recordings:
+            record["stale"] = store.stale_reason(record["kernel_source"], self.kernel)
+        self._record: dict | None = None
+        self._titles: set[str] = set()
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return str(path.resolve().relative_to(store.REPO_ROOT))
+        except ValueError:
+            return str(path)
+
+    def stamp(self) -> str:
+        """Where this page's outputs come from: the machine and versions of this build,
+        whether timings are live, and which recordings (GPU, versions, date, commit)."""
+        commit, dirty = store.git_state()
+        build = f"commit {commit[:7]}" if commit else "commit unknown"
+        build += " + local changes" if dirty else ""
+        soft = store.software()
+        versions = f"triton {soft['triton']}, torch {soft['torch']}"
+        today = store.now()[:10]
+        if self.gpu is None:
+            lines = [f"Outputs: computed in this build by the Triton interpreter on the CPU "
+                     f"({versions}; {build}; {today}), at small sizes; nothing is timed."]
+        else:
+            gpu = self.gpu
+            lines = [f"Outputs: computed in this build on {gpu['name']} (CUDA {gpu['cuda']}, "
+                     f"driver {gpu['driver']}; {versions}; {build}; {today})."]
+        if self.live and self.has_benchmarks:
+            where = self._relative(store.record_path(self.gpu["slug"], self.key,
+                                                     self.results_dir))
+            lines.append("Timings: measured live in this build"
+                         + (f", and recorded to {where}." if self.recording else "."))
+        if self.recordings:
+            lines.append("Timings recorded earlier on other GPUs, drawn beside them:"
+                         if self.live else
+                         "Timings: recorded results (not measured in this build) of")
+            for record in self.recordings:
+                stale = f"; {record['stale']}" if record["stale"] else ""
+                lines.append(f"  - {store.describe_record(record)}{stale}")
+        elif self.has_benchmarks and not self.live:
+            lines.append(f"Timings: none recorded for this page yet (on a GPU, "
+                         f"`make bench PAGE={self.key}` records them).")
+        return "\n".join(lines)
+
+    def sweep(
+        self,
+        title: str,
+        xs: Sequence,
+        variants: dict[str, Callable[[object], Callable[[], object]]],
+        rate: Callable[[object, float], float],
+        *,
+        label: str = "x",
+        unit: str,
+        ceiling: str,
+        xlabel: str | None = None,
+        logx: bool = True,
+    ) -> Results:
+        """Time every variant at every x on this GPU (live), or recall the recordings.
+
+        ``title`` names the benchmark on the page and in the store; ``variants`` and
+        ``rate`` are as for :func:`sweep`; ``unit`` is the rate's unit (``"GB/s"`` or
+        ``"TFLOP/s"``) and ``ceiling`` the roof measured beside it (``"copy"``,
+        ``"gemm_fp16"``, ``"gemm_bf16"``), which must share that unit.
+        """
+        _check_ceiling(ceiling)
+        if CEILING_UNITS[ceiling] != unit:
+            raise ValueError(f"unit={unit!r} does not match ceiling={ceiling!r}, which is in "
+                             f"{CEILING_UNITS[ceiling]}: give the rate in that unit or "
+                             "choose the ceiling that bounds this kernel")
+        if title in self._titles:
+            raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
+                             "needs its own title, which names it in the store")
+        self._titles.add(title)
+        xs = list(xs)
+        xlabel = xlabel or label
+        runs = []
+        if self.live:
+            runs.append(self._measure(title, xs, variants, rate, label, unit, ceiling,
+                                      xlabel, logx))
+        recalled = [self._recalled(record, title, xs, variants, ceiling)
+                    for record in self.recordings]
+        recalled = [run for run in recalled if run is not None]
+        if recalled:
+            _print_table(label, unit, recalled)
+        runs += recalled
+        if not runs:
+            print(f"{title}: no GPU timings recorded yet (on a GPU, `make bench "
+                  f"PAGE={self.key}` records them); interpreter timings are never shown.")
+        return Results(title, label=label, xlabel=xlabel, unit=unit, logx=logx, runs=runs)
+
+    def _measure(self, title, xs, variants, rate, label, unit, ceiling, xlabel, logx) -> Run:
+        roof = measure_ceiling(ceiling)
+        name = store.short_gpu_name(self.gpu["name"])
+        print(f"{title}: measured now on {name}; ceiling ({roof.label}) "
+              f"{roof.value:,.0f} {unit}", flush=True)
+        series: dict[str, list[float]] = {variant: [] for variant in variants}
+        for x in xs:
+            for variant, prepare in variants.items():
+                series[variant].append(rate(x, median_ms(prepare(x))))
+            _print_row(label, x, {variant: values[-1] for variant, values in series.items()})
+        if self.recording:
+            self._save({
+                "title": title, "label": label, "xlabel": xlabel, "unit": unit, "logx": logx,
+                "x": xs, "ceiling": vars(roof).copy(),
+                "series": [{"label": variant, "unit": unit, "x": xs, "values": values}
+                           for variant, values in series.items()],
+            })
+        commit, dirty = store.git_state()
+        provenance = store.provenance(date=store.now(), commit=commit, dirty=dirty,
+                                      gpu=self.gpu, software=store.software())
+        return Run(gpu=name, slug=self.gpu["slug"], live=True, provenance=provenance, xs=xs,
+                   series=series, unit=unit, ceiling=roof)
+
+    def _save(self, entry: dict) -> None:
+        if self._record is None:  # the first benchmark of this run replaces the old file
+            self._record = store.new_record(page=self._relative(self.page), key=self.key,
+                                            gpu=self.gpu, kernel=self.kernel)
+        self._record["benchmarks"].append(entry)
+        path = store.save(self._record, self.results_dir)
+        print(f"recorded to {self._relative(path)}", flush=True)
+
+    def _recalled(self, record: dict, title: str, xs: list, variants: dict,
+                  ceiling: str) -> Run | None:
+        name = store.short_gpu_name(record["gpu"]["name"])
+        entry = store.find_benchmark(record, title)
+        if entry is None:
+            print(f"{title}: {name} has no recording of this benchmark (on that GPU, "
+                  f"`make bench PAGE={self.key}` records it).")
+            return None
+        series = {s["label"]: s["values"] for s in entry["series"]}
+        roof = Ceiling(**entry["ceiling"]) if entry.get("ceiling") else None
+        notes = []
+        if entry["x"] != _as_json(xs) or list(series) != list(variants) or (
+                roof is not None and roof.kind != ceiling):
+            notes.append("recorded with other sizes, variants or ceiling than this page now "
+                         "asks for")
+        synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
+        run = Run(gpu=name, slug=record["gpu"]["slug"], live=False,
+                  provenance=synthetic + store.provenance(
+                      date=record["date"], commit=record.get("commit"),
+                      dirty=record.get("dirty"), gpu=record["gpu"],
+                      software=record["software"]),
+                  xs=entry["x"], series=series,
+                  unit=entry["unit"], ceiling=roof, stale=record.get("stale"), notes=notes)
+        ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
+                        if roof is not None else "; no ceiling recorded")
+        print(f"{title}: recorded on {store.describe_record(record)}{ceiling_text}")
+        for warning in ([run.stale] if run.stale else []) + notes:
+            print(f"  NOTE: {warning}")
+        return run
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def _timings_from_store() -> bool:
+    return os.environ.get(store.TIMINGS_ENV, "") == "recorded"
+
+
+def _calls_sweep(source: str) -> bool:
+    """Whether a page's source calls ``<something>.sweep(...)``, i.e. has benchmarks."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "sweep" for node in ast.walk(ast.parse(source)))

@@ -27,11 +27,12 @@ import triton
 
 import triton_guide
 from triton_guide import runtime, vector_add, vector_add_reference
-from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -107,7 +108,10 @@ print("and on lengths 1, 17 and 1025")
 # Each element costs 12 bytes of memory traffic (two 4-byte reads, one 4-byte write) and one
 # addition: the kernel is bound by memory bandwidth, so we measure GB/s. Small vectors cannot
 # fill the GPU and are dominated by the launch; large ones should approach the copy bandwidth
-# of the card. PyTorch's ``x + y`` is the baseline, timed in the same run.
+# of the card: the wide pale line is that ceiling, a device-to-device copy measured in
+# the same run. PyTorch's ``x + y`` is the baseline, timed in the same run too. Without
+# a GPU the plot shows the recorded results of every GPU measured so far, one colour
+# each.
 
 sizes = [2**k for k in range(12, 29, 2)]
 
@@ -122,13 +126,16 @@ def torch_add(size):
     return lambda: a + b
 
 
-results = sweep(sizes, {"triton_guide": ours, "torch": torch_add},
-                lambda size, ms: gb_per_s(3 * 4 * size, ms), label="n")
-if results is not None:
-    plot(sizes, results, xlabel="elements (float32)", ylabel="GB/s", title="vector add")
-    largest = sizes[-1]
-    ratio = results["triton_guide"][-1] / results["torch"][-1]
-    print(f"at n = 2^{largest.bit_length() - 1}: triton_guide reaches {ratio:.2f}x torch's bandwidth")
+results = bench.sweep("vector add", sizes, {"triton_guide": ours, "torch": torch_add},
+                      lambda size, ms: gb_per_s(3 * 4 * size, ms), label="n",
+                      unit="GB/s", ceiling="copy", xlabel="elements (float32)")
+results.plot()
+results.summary(ratios=[("triton_guide", "torch")])
+for run in results:
+    largest = run.xs[run.largest]
+    print(f"{run.gpu}, n = 2^{largest.bit_length() - 1}: triton_guide reaches "
+          f"{run.ratio('triton_guide', 'torch'):.2f}x torch's bandwidth, "
+          f"{run.fraction_of_ceiling('triton_guide'):.0%} of the copy ceiling")
 
 # %%
 # Takeaways

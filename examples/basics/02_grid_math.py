@@ -21,10 +21,11 @@ import torch
 import triton
 
 from triton_guide import runtime
+from triton_guide.benchmark import Benchmark
 from triton_guide.vector_add import vector_add_kernel
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 
 # %%

@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from triton_guide import runtime, transpose, transpose_reference
-from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -118,7 +119,8 @@ print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
 # ---------
 # A transpose reads and writes every element once, like a copy; but one side is always read
 # or written down a column, so it is a test of how well the tile shape keeps memory accesses
-# contiguous. Baseline: ``x.t().contiguous()`` in PyTorch.
+# contiguous. Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a plain copy of the
+# same number of bytes, measured in the same run.
 
 sizes = [512, 1024, 2048, 4096, 8192]
 
@@ -133,10 +135,12 @@ def torch_transpose(size):
     return lambda: a.t().contiguous()
 
 
-results = sweep(sizes, {"triton_guide": ours, "torch": torch_transpose},
-                lambda size, ms: gb_per_s(2 * 4 * size * size, ms), label="n")
-if results is not None:
-    plot(sizes, results, xlabel="n (n x n float32 matrix)", ylabel="GB/s", title="transpose")
+variants = {"triton_guide": ours, "torch": torch_transpose}
+results = bench.sweep("transpose", sizes, variants,
+                      lambda size, ms: gb_per_s(2 * 4 * size * size, ms), label="n",
+                      unit="GB/s", ceiling="copy", xlabel="n (n x n float32 matrix)")
+results.plot()
+results.summary(ratios=[("triton_guide", "torch")])
 
 # %%
 # Takeaways

@@ -23,12 +23,13 @@ import numpy as np
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import plot, sweep, tflop_per_s
+from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.matmul import matmul_kernel
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -237,23 +238,26 @@ def prepared(fn):
     return prepare
 
 
-ladder = sweep([ladder_n], {name: prepared(fn) for name, fn in steps.items()},
-               lambda size, ms: tflop_per_s(2 * size**3, ms), label="n")
-if ladder is not None:
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tile_m, tile_n = FIXED_TILE["BLOCK_SIZE_M"], FIXED_TILE["BLOCK_SIZE_N"]
-    num_programs = (ladder_n // tile_m) * (ladder_n // tile_n)
-    print(f"{ladder_n}^3 float16 on {sms} SMs; steps 1 and 2 launch "
-          f"{num_programs} programs of {tile_m} x {tile_n}")
+ladder = bench.sweep("steps ladder", [ladder_n],
+                     {name: prepared(fn) for name, fn in steps.items()},
+                     lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
+                     unit="TFLOP/s", ceiling="gemm_fp16", xlabel="n (float16)")
+tile_m, tile_n = FIXED_TILE["BLOCK_SIZE_M"], FIXED_TILE["BLOCK_SIZE_N"]
+num_programs = (ladder_n // tile_m) * (ladder_n // tile_n)
+print(f"{ladder_n}^3 float16; steps 1 and 2 launch {num_programs} programs of "
+      f"{tile_m} x {tile_n}")
+for run in ladder:
+    print(run.gpu)
     for name in steps:
-        fraction = ladder[name][0] / ladder["cuBLAS"][0]
-        print(f"  {name:<18} {ladder[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
+        fraction = run[name][0] / run["cuBLAS"][0]
+        print(f"  {name:<18} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
 
 # %%
 # Performance
 # -----------
 # TFLOP/s of square float16 products against cuBLAS (``torch.matmul``), in the same run.
-# Each size is autotuned on its first call, before timing.
+# Each size is autotuned on its first call, before timing. The ceiling is cuBLAS on one
+# large (8192^3) float16 product, measured in the same run.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
 
@@ -271,13 +275,17 @@ def cublas(size):
     return lambda: a @ b
 
 
-results = sweep(sizes, {"triton_guide": ours, "cuBLAS": cublas},
-                lambda size, ms: tflop_per_s(2 * size**3, ms), label="n")
-if results is not None:
-    plot(sizes, results, xlabel="n (n x n x n, float16)", ylabel="TFLOP/s", title="matmul")
-    best = max(range(len(sizes)), key=lambda i: results["triton_guide"][i])
-    print(f"best: n = {sizes[best]}, {results['triton_guide'][best]:.0f} TFLOP/s, "
-          f"{results['triton_guide'][best] / results['cuBLAS'][best]:.2f}x cuBLAS")
+results = bench.sweep("matmul", sizes, {"triton_guide": ours, "cuBLAS": cublas},
+                      lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
+                      unit="TFLOP/s", ceiling="gemm_fp16",
+                      xlabel="n (n x n x n, float16)")
+results.plot()
+results.summary(ratios=[("triton_guide", "cuBLAS")])
+for run in results:
+    best = max(range(len(run.xs)), key=lambda i: run["triton_guide"][i])
+    ours_best = run["triton_guide"][best]
+    print(f"{run.gpu}, best: n = {run.xs[best]}, {ours_best:.0f} TFLOP/s, "
+          f"{ours_best / run['cuBLAS'][best]:.2f}x cuBLAS")
 
 
 # %%
@@ -294,4 +302,4 @@ if results is not None:
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
 # :func:`triton_guide.matmul_steps.matmul_grouped`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
-# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`.
+# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.

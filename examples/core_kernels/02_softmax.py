@@ -23,12 +23,13 @@ import math
 import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -166,7 +167,8 @@ print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
 # -----------
 # 4096 rows of float32, row length from 256 to 16384. GB/s counts the bytes a perfect
 # kernel must move (read once, write once) for every variant, so the naive version's extra
-# trips show up as a lower rate.
+# trips show up as a lower rate. The ceiling is a plain device-to-device copy, measured
+# in the same run: read once, write once, no arithmetic.
 
 lengths = [256, 512, 1024, 2048, 4096, 8192, 16384]
 
@@ -178,7 +180,8 @@ def variant(fn):
     return prepare
 
 
-results = sweep(
+results = bench.sweep(
+    "softmax",
     lengths,
     {
         "fused (one pass)": variant(lambda t: softmax(t, method="one_pass")),
@@ -188,12 +191,17 @@ results = sweep(
     },
     lambda n, ms: gb_per_s(2 * 4096 * n * 4, ms),
     label="N",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="row length (4096 rows, float32)",
 )
-if results is not None:
-    plot(lengths, results, xlabel="row length (4096 rows, float32)", ylabel="GB/s", title="softmax")
-    i = lengths.index(4096)
-    print(f"at 4096 x 4096: fused {results['fused (one pass)'][i] / results['torch.softmax'][i]:.2f}x "
-          f"torch.softmax, {results['fused (one pass)'][i] / results['naive (torch ops)'][i]:.2f}x naive")
+results.plot()
+results.summary(ratios=[("fused (one pass)", "torch.softmax")])
+for run in results:
+    i = run.xs.index(4096)
+    fused = run["fused (one pass)"][i]
+    print(f"{run.gpu}, 4096 x 4096: fused {fused / run['torch.softmax'][i]:.2f}x "
+          f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
 
 # %%
 # Takeaways

@@ -30,11 +30,12 @@ import torch
 import torch.nn.functional as F
 
 from triton_guide import attention, attention_reference, runtime
-from triton_guide.benchmark import plot, sweep, tflop_per_s
+from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-print(runtime.describe())
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 
 # %%
@@ -371,17 +372,19 @@ def prepared(fn):
 
 
 batch, heads, ladder_n, head_dim = ladder_shape
-ladder = sweep(
-    [ladder_n], {name: prepared(fn) for name, fn in ladder_steps.items()},
+ladder = bench.sweep(
+    "steps ladder", [ladder_n], {name: prepared(fn) for name, fn in ladder_steps.items()},
     lambda n, ms: tflop_per_s(4 * batch * heads * n * n * head_dim, ms), label="N",
+    unit="TFLOP/s", ceiling="gemm_fp16", xlabel="sequence length (float16)",
 )
-if ladder is not None:
-    print(f"B={batch} H={heads} N={ladder_n} D={head_dim} float16, forward, not causal")
+print(f"B={batch} H={heads} N={ladder_n} D={head_dim} float16, forward, not causal")
+for run in ladder:
+    print(run.gpu)
     for name in ladder_steps:
-        value = ladder[name][0]
+        value = run[name][0]
         print(f"  {name:<18} {value:6.0f} TFLOP/s  "
-              f"{value / ladder['SDPA flash'][0]:6.1%} of SDPA flash  "
-              f"{value / ladder['SDPA cuDNN'][0]:6.1%} of SDPA cuDNN")
+              f"{value / run['SDPA flash'][0]:6.1%} of SDPA flash  "
+              f"{value / run['SDPA cuDNN'][0]:6.1%} of SDPA cuDNN")
 
 # %%
 # Performance
@@ -390,7 +393,8 @@ if ladder is not None:
 # baselines are PyTorch's ``scaled_dot_product_attention`` forced onto its FlashAttention-2
 # backend and onto its cuDNN backend, timed in the same run. FLOPs count
 # ``4 B H N^2 D`` for the forward pass (halved when causal) and 2.5 times that for the
-# backward pass.
+# backward pass. The ceiling is cuBLAS on one large (8192^3) float16 product, measured
+# in the same run: attention is at best as fast as a plain matrix product.
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -428,19 +432,21 @@ for backward in (False, True):
     for causal in (False, True):
         pass_name = "backward" if backward else "forward"
         title = f"attention {pass_name}, {'causal' if causal else 'full'}, d={HEAD_DIM}"
-        if runtime.timings_meaningful():
-            print(title)
         work = 2.5 if backward else 1.0
-        results = sweep(
+        flop_scale = work * 4 * BATCH * HEADS * HEAD_DIM * (0.5 if causal else 1)
+        results = bench.sweep(
+            title,
             lengths,
             {name: make_variant(fn, causal, backward) for name, fn in implementations.items()},
-            lambda n, ms: tflop_per_s(work * 4 * BATCH * HEADS * n * n * HEAD_DIM * (0.5 if causal else 1), ms),
+            lambda n, ms: tflop_per_s(flop_scale * n * n, ms),
             label="N",
+            unit="TFLOP/s",
+            ceiling="gemm_fp16",
+            xlabel="sequence length",
         )
-        if results is not None:
-            plot(lengths, results, xlabel="sequence length", ylabel="TFLOP/s", title=title)
-            ours, flash, cudnn = (results[name][-1] for name in implementations)
-            print(f"  at N={lengths[-1]}: {ours / flash:.2f}x SDPA flash, {ours / cudnn:.2f}x SDPA cuDNN")
+        results.plot()
+        results.summary(ratios=[("triton_guide", "SDPA flash"),
+                                ("triton_guide", "SDPA cuDNN")])
 
 # %%
 # Takeaways
@@ -458,4 +464,4 @@ for backward in (False, True):
 # Used here: :func:`triton_guide.attention`, :func:`triton_guide.attention_reference`,
 # :func:`triton_guide.attention_steps.attention_two_pass`,
 # :func:`triton_guide.attention_steps.attention_online`,
-# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`.
+# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.

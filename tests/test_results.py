@@ -1,0 +1,305 @@
+"""The results store and the pages' view of it, on the CPU.
+
+Every record written here is SYNTHETIC (made-up numbers, marked ``"synthetic": true``) and
+lives in a pytest temporary folder: nothing here is measured and nothing is committed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triton_guide import benchmark, results as store, runtime
+from triton_guide.benchmark import Benchmark, Ceiling
+
+ROOT = Path(__file__).resolve().parent.parent
+XS = [2**12, 2**16, 2**20]
+TITLE = "synthetic add"
+GPUS = {  # name -> (rate scale, copy ceiling), all invented
+    "NVIDIA Synthetic A100": (1.0, 1500.0),
+    "NVIDIA Synthetic B200": (2.0, 4000.0),
+}
+PAGE_SOURCE = '''"""A synthetic page: read for its imports, never executed."""
+from triton_guide import vector_add
+from triton_guide.benchmark import Benchmark, gb_per_s
+
+bench = Benchmark()
+results = bench.sweep("synthetic add", [1], {}, gb_per_s, unit="GB/s", ceiling="copy")
+'''
+
+
+def synthetic_record(page: Path, gpu_name: str, *, kernel: dict | None = None) -> dict:
+    scale, ceiling = GPUS[gpu_name]
+    record = store.new_record(
+        page=str(page), key=store.page_key(page),
+        gpu={"name": gpu_name, "slug": store.gpu_slug(gpu_name), "capability": "0.0",
+             "multiprocessors": 1, "memory_gib": 1.0, "driver": "0.0", "cuda": "0.0"},
+        kernel=kernel or store.kernel_source(page.read_text()))
+    record["synthetic"] = True
+    record["benchmarks"].append({
+        "title": TITLE, "label": "n", "xlabel": "elements", "unit": "GB/s", "logx": True,
+        "x": XS,
+        "ceiling": {"kind": "copy", "label": "synthetic copy", "value": ceiling,
+                    "unit": "GB/s"},
+        "series": [
+            {"label": "triton_guide", "unit": "GB/s", "x": XS,
+             "values": [100.0 * scale, 500.0 * scale, 1200.0 * scale]},
+            {"label": "torch", "unit": "GB/s", "x": XS,
+             "values": [90.0 * scale, 450.0 * scale, 1000.0 * scale]},
+        ],
+    })
+    return record
+
+
+@pytest.fixture
+def page(tmp_path) -> Path:
+    path = tmp_path / "examples" / "basics" / "07_synthetic_add.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(PAGE_SOURCE)
+    return path
+
+
+@pytest.fixture
+def store_dir(tmp_path, page) -> Path:
+    directory = tmp_path / "results"
+    for gpu_name in GPUS:
+        store.save(synthetic_record(page, gpu_name), directory)
+    return directory
+
+
+def recalled(page, store_dir, capsys=None) -> benchmark.Results:
+    bench = Benchmark(page, results_dir=store_dir)
+    return bench.sweep(TITLE, XS, {"triton_guide": None, "torch": None}, None, label="n",
+                       unit="GB/s", ceiling="copy", xlabel="elements")
+
+
+needs_interpreter = pytest.mark.skipif(
+    not runtime.interpreting(), reason="checks the CPU build (no GPU), where timings are "
+    "drawn from the store")
+
+
+# -- the store ------------------------------------------------------------------------------
+
+
+def test_a_saved_record_loads_back_with_its_series_units_and_provenance(page, store_dir):
+    loaded = {r["gpu"]["name"]: r for r in store.load("synthetic_add", store_dir)}
+    bench = loaded["NVIDIA Synthetic B200"]["benchmarks"][0]
+    assert (set(loaded), bench["series"][0], bench["ceiling"]["value"],
+            loaded["NVIDIA Synthetic B200"]["software"]["triton"]) == (
+        set(GPUS), {"label": "triton_guide", "unit": "GB/s", "x": XS,
+                    "values": [200.0, 1000.0, 2400.0]}, 4000.0, store.software()["triton"])
+
+
+def test_records_go_to_one_folder_per_gpu_and_one_file_per_page(page, store_dir):
+    files = sorted(str(p.relative_to(store_dir)) for p in store_dir.rglob("*.json"))
+    assert files == ["synthetic-a100/synthetic_add.json", "synthetic-b200/synthetic_add.json"]
+
+
+@pytest.mark.parametrize("name, slug", [
+    pytest.param("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3", id="h100_sxm"),
+    pytest.param("NVIDIA H200", "h200", id="h200"),
+    pytest.param("NVIDIA GeForce RTX 4090", "geforce-rtx-4090", id="spaces_and_case"),
+])
+def test_gpu_slug(name, slug):
+    assert store.gpu_slug(name) == slug
+
+
+def test_page_key_drops_the_number_so_renumbering_keeps_results():
+    assert store.page_key("examples/core_kernels/02_softmax.py") == "softmax"
+
+
+def test_every_example_page_has_its_own_results_file():
+    keys = [store.page_key(p) for p in ROOT.glob("examples/*/[0-9][0-9]_*.py")]
+    assert len(keys) == len(set(keys)), keys
+
+
+def test_committed_results_are_real_measurements_of_the_current_schema():
+    bad = [str(p) for p in (ROOT / "results").glob("*/*.json")
+           if json.loads(p.read_text()).get("synthetic")
+           or json.loads(p.read_text()).get("schema") != store.SCHEMA]
+    assert bad == [], "synthetic or old-schema files in results/"
+
+
+# -- which source counts as a page's kernel -------------------------------------------------
+
+
+def test_a_pages_kernel_source_is_the_op_modules_it_imports():
+    source = (ROOT / "examples/core_kernels/02_softmax.py").read_text()
+    assert store.kernel_modules(source) == ["triton_guide/softmax.py"]
+
+
+@pytest.fixture
+def package_copy(tmp_path) -> Path:
+    """A copy of the package that a test may edit."""
+    copy = tmp_path / "pkg" / "triton_guide"
+    shutil.copytree(ROOT / "triton_guide", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_editing_the_kernel_module_marks_the_recording_stale(package_copy):
+    recorded = store.kernel_source(PAGE_SOURCE, package_copy)
+    kernel = package_copy / "vector_add.py"
+    kernel.write_text(kernel.read_text().replace("BLOCK_SIZE", "BLOCK_SIZE ", 1))
+    reason = store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy))
+    assert reason == f"{store.STALE} (triton_guide/vector_add.py changed since)"
+
+
+def test_editing_a_module_the_kernel_imports_marks_the_recording_stale(package_copy):
+    (package_copy / "launch_helpers.py").write_text("WARPS = 4\n")
+    kernel = package_copy / "vector_add.py"
+    kernel.write_text("from .launch_helpers import WARPS\n" + kernel.read_text())
+    recorded = store.kernel_source(PAGE_SOURCE, package_copy)
+    (package_copy / "launch_helpers.py").write_text("WARPS = 8\n")
+    reason = store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy))
+    assert "triton_guide/launch_helpers.py" in (reason or "")
+
+
+def test_editing_shared_machinery_leaves_the_recording_current(package_copy):
+    recorded = store.kernel_source(PAGE_SOURCE, package_copy)
+    runtime_module = package_copy / "runtime.py"
+    runtime_module.write_text(runtime_module.read_text() + "\n# an edit\n")
+    assert store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy)) is None
+
+
+# -- a CPU build draws from the store -------------------------------------------------------
+
+
+@needs_interpreter
+def test_without_a_gpu_sweep_returns_each_gpus_recording(page, store_dir):
+    runs = recalled(page, store_dir)
+    assert [(r.gpu, r.live, r["triton_guide"][-1]) for r in runs] == [
+        ("Synthetic A100", False, 1200.0), ("Synthetic B200", False, 2400.0)]
+
+
+@needs_interpreter
+def test_the_plot_draws_both_gpus_variants_and_ceilings(page, store_dir):
+    import matplotlib.pyplot as plt
+
+    figure = recalled(page, store_dir).plot()
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    plt.close(figure)
+    assert labels == [
+        "Synthetic A100: triton_guide", "Synthetic A100: torch",
+        "Synthetic A100: ceiling, synthetic copy 1,500 GB/s",
+        "Synthetic B200: triton_guide", "Synthetic B200: torch",
+        "Synthetic B200: ceiling, synthetic copy 4,000 GB/s"]
+
+
+@needs_interpreter
+def test_the_plot_names_where_each_gpus_numbers_come_from(page, store_dir):
+    import matplotlib.pyplot as plt
+
+    figure = recalled(page, store_dir).plot()
+    footers = [text.get_text() for text in figure.texts]
+    plt.close(figure)
+    assert [f.split(",")[0] for f in footers] == [
+        "Synthetic A100: recorded", "Synthetic B200: recorded"]
+
+
+@needs_interpreter
+def test_the_summary_has_one_column_per_gpu_with_ratios_from_the_data(page, store_dir, capsys):
+    rows = recalled(page, store_dir).summary(ratios=[("triton_guide", "torch")])
+    assert (rows["triton_guide / ceiling"], rows["triton_guide / torch"]) == (
+        {"Synthetic A100": 1200 / 1500, "Synthetic B200": 2400 / 4000},
+        {"Synthetic A100": 1.2, "Synthetic B200": 1.2})
+
+
+@needs_interpreter
+def test_a_changed_kernel_marks_recalled_runs_stale(page, store_dir, monkeypatch):
+    current = store.kernel_source(PAGE_SOURCE)
+    changed = {"modules": {m: "0" * 64 for m in current["modules"]}, "sha256": "0" * 64}
+    monkeypatch.setattr(store, "kernel_source", lambda source: changed)
+    runs = recalled(page, store_dir)
+    assert [run.stale for run in runs] == [
+        f"{store.STALE} (triton_guide/vector_add.py changed since)"] * 2
+
+
+@needs_interpreter
+def test_no_recording_says_so_in_one_line_and_draws_nothing(page, tmp_path, capsys):
+    runs = recalled(page, tmp_path / "empty")
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert (len(runs), runs.plot(), printed) == (0, None, [
+        f"{TITLE}: no GPU timings recorded yet (on a GPU, `make bench PAGE=synthetic_add` "
+        "records them); interpreter timings are never shown."])
+
+
+# -- the stamp --------------------------------------------------------------------------------
+
+
+@needs_interpreter
+def test_the_stamp_names_the_interpreter_and_every_recording(page, store_dir):
+    lines = Benchmark(page, results_dir=store_dir).stamp().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "Outputs: computed in this build by the Triton interpreter on the CPU (triton "
+        f"{store.software()['triton']}",
+        "Timings: recorded results (not measured in this build) of",
+        "  - SYNTHETIC TEST DATA Synthetic A100",
+        "  - SYNTHETIC TEST DATA Synthetic B200",
+    ]
+
+
+@needs_interpreter
+def test_the_stamp_flags_a_stale_recording(page, store_dir, monkeypatch):
+    monkeypatch.setattr(store, "kernel_source",
+                        lambda source: {"modules": {}, "sha256": "changed"})
+    stamp = Benchmark(page, results_dir=store_dir).stamp()
+    assert stamp.count(store.STALE) == 2
+
+
+@needs_interpreter
+def test_the_stamp_says_when_nothing_is_recorded(page, tmp_path):
+    stamp = Benchmark(page, results_dir=tmp_path / "empty").stamp()
+    assert stamp.splitlines()[-1] == ("Timings: none recorded for this page yet (on a GPU, "
+                                      "`make bench PAGE=synthetic_add` records them).")
+
+
+# -- recording ------------------------------------------------------------------------------
+
+
+@needs_interpreter
+def test_the_interpreter_refuses_to_record(page, tmp_path, monkeypatch):
+    monkeypatch.setenv(store.RECORD_ENV, "1")
+    with pytest.raises(RuntimeError, match="TRITON_GUIDE_RECORD=1 needs a CUDA GPU"):
+        Benchmark(page, results_dir=tmp_path)
+
+
+@needs_interpreter
+def test_record_script_refuses_without_a_gpu():
+    done = subprocess.run([sys.executable, "benchmarks/record.py", "--page", "vector_add"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert (done.returncode, "needs a CUDA GPU" in done.stderr) == (2, True)
+
+
+def test_a_live_run_writes_what_it_measured(page, tmp_path, monkeypatch):
+    """The GPU code path, with the GPU faked: the timer, the ceiling and the GPU's identity
+    are replaced by SYNTHETIC stand-ins; the store is a temporary folder."""
+    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
+    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
+    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
+    monkeypatch.setattr(benchmark, "measure_ceiling",
+                        lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
+    monkeypatch.setattr(store, "gpu_environment", lambda: {
+        "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
+        "cuda": None})
+    monkeypatch.setenv(store.RECORD_ENV, "1")
+    directory = tmp_path / "results"
+    bench = Benchmark(page, results_dir=directory)
+    variants = {"triton_guide": lambda x: lambda: x / 1000, "torch": lambda x: lambda: x / 500}
+    bench.sweep(TITLE, XS, variants, lambda x, ms: x / ms, label="n", unit="GB/s",
+                ceiling="copy")
+    (written,) = store.load("synthetic_add", directory)
+    entry = written["benchmarks"][0]
+    assert ([s["values"] for s in entry["series"]], entry["ceiling"]["value"],
+            written["kernel_source"]) == ([[1000.0] * 3, [500.0] * 3], 999.0,
+                                          store.kernel_source(PAGE_SOURCE))
+
+
+def test_unit_and_ceiling_must_agree(page, tmp_path):
+    bench = Benchmark(page, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="unit='GB/s' does not match ceiling='gemm_fp16'"):
+        bench.sweep(TITLE, XS, {}, None, unit="GB/s", ceiling="gemm_fp16")

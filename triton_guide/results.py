@@ -1,0 +1,303 @@
+"""The results store: GPU timings recorded by the example pages, kept as data in the repo.
+
+Layout: ``results/<gpu-slug>/<page-key>.json``, one file per GPU and page, at the root of
+the repository (outside the package; ``TRITON_GUIDE_RESULTS`` points elsewhere, as the tests
+do). The page key is the page's file name without its number: ``examples/basics/
+01_vector_add.py`` records into ``vector_add.json``, so renumbering a page keeps its results.
+
+A file holds one run of one page on one GPU: the GPU (name, compute capability, driver,
+CUDA), the triton, torch and Python versions, the date, the project's git commit and
+whether the working tree had other changes, a hash of the kernel source that was measured,
+and every benchmark of the page: x values, one series per variant with its unit, and the
+ceiling measured in the same run.
+
+**Kernel source of a page**, defined once here: the modules of ``triton_guide`` that the
+page imports, plus the package modules those import in turn, leaving out the shared
+machinery (:data:`MACHINERY`), which does not change what a kernel does. The hash covers
+their text; when it differs from the recorded one, the recording predates a kernel change.
+
+Writing happens only from a live GPU run (see :class:`triton_guide.benchmark.Benchmark`);
+this module never times anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCHEMA = 1
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+RESULTS_ENV = "TRITON_GUIDE_RESULTS"
+RECORD_ENV = "TRITON_GUIDE_RECORD"
+TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
+# Shared machinery: editing these does not change what a page's kernels compute or how fast.
+MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results"})
+STALE = "recorded before the kernel changed: these numbers may be stale"
+
+
+def results_dir() -> Path:
+    """Where results live: ``$TRITON_GUIDE_RESULTS``, else ``results/`` at the repo root."""
+    return Path(os.environ.get(RESULTS_ENV) or REPO_ROOT / "results")
+
+
+def recording_requested() -> bool:
+    """Whether ``TRITON_GUIDE_RECORD`` asks this run to write its timings to the store."""
+    return os.environ.get(RECORD_ENV, "0") not in ("", "0")
+
+
+def page_key(page: str | os.PathLike) -> str:
+    """``examples/core_kernels/02_softmax.py`` -> ``softmax``."""
+    return re.sub(r"^\d+_", "", Path(page).stem)
+
+
+def gpu_slug(name: str) -> str:
+    """A folder name for a GPU: ``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``."""
+    name = re.sub(r"^nvidia\s+", "", name.strip(), flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def short_gpu_name(name: str) -> str:
+    return re.sub(r"^nvidia\s+", "", name.strip(), flags=re.IGNORECASE)
+
+
+# -- kernel source -------------------------------------------------------------------------
+
+
+def _module_path(dotted: str, package_dir: Path) -> Path | None:
+    base = package_dir.joinpath(*dotted.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _exported_names(package_dir: Path) -> dict[str, str]:
+    """Names the package's ``__init__`` re-exports, mapped to the module that defines them."""
+    tree = ast.parse((package_dir / "__init__.py").read_text())
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = node.module
+    return names
+
+
+def _imported_modules(tree: ast.AST, package: str, exported: dict[str, str], *,
+                      inside_package: bool) -> set[str]:
+    """Dotted names (relative to the package) of the package modules a source imports."""
+    found: set[str] = set()
+    aliases: set[str] = set()  # local names bound to the package itself
+
+    def from_package(name: str) -> str:
+        return exported.get(name, name)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if inside_package and node.level == 1:
+                if node.module:
+                    found.add(node.module)
+                else:
+                    found.update(alias.name for alias in node.names)
+            elif node.level == 0 and node.module == package:
+                found.update(from_package(alias.name) for alias in node.names)
+            elif node.level == 0 and node.module and node.module.startswith(package + "."):
+                found.add(node.module[len(package) + 1:])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == package:
+                    aliases.add(alias.asname or package)
+                elif alias.name.startswith(package + "."):
+                    found.add(alias.name[len(package) + 1:])
+                    if alias.asname is None:
+                        aliases.add(package)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases):
+            found.add(from_package(node.attr))
+    return found
+
+
+def kernel_modules(page_source: str, package_dir: Path = PACKAGE_DIR) -> list[str]:
+    """The package modules whose source counts as the page's kernel source (module
+    docstring), as paths relative to the package's parent, e.g. ``triton_guide/softmax.py``.
+    """
+    package = package_dir.name
+    exported = _exported_names(package_dir)
+    pending = _imported_modules(ast.parse(page_source), package, exported, inside_package=False)
+    seen: dict[str, Path] = {}
+    while pending:
+        dotted = pending.pop()
+        if dotted in seen or dotted.split(".")[-1] in MACHINERY:
+            continue
+        path = _module_path(dotted, package_dir)
+        if path is None:  # a function re-exported under a name we could not map: not a module
+            continue
+        seen[dotted] = path
+        inner = _imported_modules(ast.parse(path.read_text()), package, exported,
+                                  inside_package=True)
+        pending |= inner - set(seen)
+    return sorted(str(p.relative_to(package_dir.parent)) for p in seen.values())
+
+
+def kernel_source(page_source: str, package_dir: Path = PACKAGE_DIR) -> dict:
+    """``{"modules": {path: sha256}, "sha256": hash of them all}`` for a page's kernels."""
+    root = package_dir.parent
+    modules = {}
+    combined = hashlib.sha256()
+    for relative in kernel_modules(page_source, package_dir):
+        data = (root / relative).read_bytes()
+        modules[relative] = hashlib.sha256(data).hexdigest()
+        combined.update(relative.encode() + b"\0" + data + b"\0")
+    return {"modules": modules, "sha256": combined.hexdigest()}
+
+
+def stale_reason(recorded: dict, current: dict) -> str | None:
+    """``None`` when the recorded kernel source is the current one, else what changed."""
+    if recorded.get("sha256") == current["sha256"]:
+        return None
+    old, new = recorded.get("modules", {}), current["modules"]
+    changed = sorted(m for m in set(old) | set(new) if old.get(m) != new.get(m))
+    return f"{STALE} ({', '.join(changed) or 'kernel source'} changed since)"
+
+
+# -- where and with what a run happened -----------------------------------------------------
+
+
+def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
+    """The commit checked out at ``root`` and whether files other than results/ differ."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, check=True, timeout=10).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
+            cwd=root, capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("GITHUB_SHA"), None
+    return commit, bool(status.strip())
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def software() -> dict:
+    import torch
+    import triton
+
+    return {"triton": triton.__version__, "torch": torch.__version__,
+            "python": platform.python_version()}
+
+
+def gpu_environment() -> dict:
+    """The GPU this process runs on: name, slug, capability, memory, driver, CUDA."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {
+        "name": props.name,
+        "slug": gpu_slug(props.name),
+        "capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "driver": _driver_version(),
+        "cuda": torch.version.cuda,
+    }
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- reading and writing ---------------------------------------------------------------------
+
+
+def record_path(slug: str, key: str, directory: Path | None = None) -> Path:
+    return (directory or results_dir()) / slug / f"{key}.json"
+
+
+def new_record(*, page: str, key: str, gpu: dict, kernel: dict) -> dict:
+    """An empty record of one run of a page on the GPU described by ``gpu``."""
+    commit, dirty = git_state()
+    return {
+        "schema": SCHEMA,
+        "page": page,
+        "key": key,
+        "gpu": gpu,
+        "software": software(),
+        "date": now(),
+        "commit": commit,
+        "dirty": dirty,
+        "kernel_source": kernel,
+        "benchmarks": [],
+    }
+
+
+def save(record: dict, directory: Path | None = None) -> Path:
+    """Write ``record`` to its place in the store (atomically) and return the path."""
+    path = record_path(record["gpu"]["slug"], record["key"], directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(".json.tmp")
+    scratch.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(scratch, path)
+    return path
+
+
+def load(key: str, directory: Path | None = None) -> list[dict]:
+    """Every GPU's record of page ``key``, ordered by GPU slug."""
+    directory = directory or results_dir()
+    records = []
+    for path in sorted(directory.glob(f"*/{key}.json")):
+        record = json.loads(path.read_text())
+        if record.get("schema") != SCHEMA:
+            raise ValueError(f"{path}: schema {record.get('schema')!r}, expected {SCHEMA}; "
+                             f"re-record it with `make bench PAGE={key}` on that GPU")
+        record["path"] = str(path)
+        records.append(record)
+    return records
+
+
+def find_benchmark(record: dict, title: str) -> dict | None:
+    return next((b for b in record["benchmarks"] if b["title"] == title), None)
+
+
+def provenance(*, date: str, commit: str | None, dirty: bool | None, gpu: dict,
+               software: dict) -> str:
+    """``2026-05-01, commit 1a2b3c4; CUDA 12.8, driver 570.1; triton 3.6.0, torch 2.11.0``."""
+    parts = [f"{date[:10]}, commit {(commit or 'unknown')[:7]}"
+             + (" + local changes" if dirty else "")]
+    cuda = ", ".join(part for part in (gpu.get("cuda") and f"CUDA {gpu['cuda']}",
+                                       gpu.get("driver") and f"driver {gpu['driver']}") if part)
+    if cuda:
+        parts.append(cuda)
+    parts.append(f"triton {software['triton']}, torch {software['torch']}")
+    return "; ".join(parts)
+
+
+def describe_record(record: dict) -> str:
+    """``H100 80GB HBM3, 2026-05-01, commit 1a2b3c4; CUDA 12.8, driver 570.1; triton 3.6.0,
+    torch 2.11.0``: where and with what a recording was made."""
+    synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
+    return f"{synthetic}{short_gpu_name(record['gpu']['name'])}, " + provenance(
+        date=record["date"], commit=record.get("commit"), dirty=record.get("dirty"),
+        gpu=record["gpu"], software=record["software"])
+
+
+def running_from() -> str:
+    """The page's own path when it runs as a script or under sphinx-gallery (both set
+    ``sys.argv[0]``), else an empty string."""
+    return sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else ""
