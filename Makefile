@@ -1,5 +1,6 @@
-# Two entry points: `make html` builds the site, `make test` runs the tests and then builds
-# the site. Both set up their own environment first:
+# Two entry points: `make html` builds the site, `make test` runs the unit tests, builds the
+# site and checks it in a headless Chromium (tests/browser; skipped, saying how to enable
+# them, when Playwright or Chromium is missing). Both set up their own environment first:
 #   - by default, a virtual environment in .venv with the versions in constraints.txt
 #     (re-created when pyproject.toml or constraints.txt change);
 #   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
@@ -20,16 +21,20 @@ ENV_READY := $(VENV)/.installed
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: html test pytest clean distclean
+.PHONY: html test pytest browser-test clean distclean
 
 html: $(ENV_READY)
 	$(PY) -m sphinx -W --keep-going -b html -c . $(SPHINXOPTS) docs $(BUILDDIR)/html
 	@echo "The site is in $(BUILDDIR)/html/index.html"
 
-test: pytest html
+test: pytest html browser-test
 
 pytest: $(ENV_READY)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/browser $(PYTEST_ARGS)
+
+# The built site in a real browser; needs `make html` first (`make test` does both).
+browser-test: $(ENV_READY)
+	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_TEST_ARGS)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	rm -rf $(VENV)
