@@ -53,7 +53,7 @@ def lessons_rst(examples_dir: Path, gallery_dir: str, sections: list[str]) -> li
         index = f"/{gallery_dir}/{section}/index"
         lines += [f"**{number}. {title}** (:doc:`the section <{index}>`)", ""]
         if not pages:
-            lines += ["   Pages coming.", ""]
+            lines += ["Pages coming.", ""]
         for page in pages:
             summary = page_summary(page)
             lines.append(f"* :doc:`/{gallery_dir}/{section}/{page.stem}`: {summary}")
