@@ -1,5 +1,7 @@
-# Two entry points: `make html` builds the site, `make test` runs the tests and then builds
-# the site (`make bench`, on a GPU, refreshes the recorded timings in results/). Both set up their own environment first:
+# Two entry points: `make html` builds the site, `make test` runs the unit tests, builds the
+# site and checks it in a headless Chromium (tests/browser; skipped, saying how to enable
+# them, when Playwright or Chromium is missing); `make bench`, on a GPU, refreshes the
+# recorded timings in results/. Both entry points set up their own environment first:
 #   - by default, a virtual environment in .venv with the versions in constraints.txt
 #     (re-created when pyproject.toml or constraints.txt change);
 #   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
@@ -20,16 +22,20 @@ ENV_READY := $(VENV)/.installed
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: html test pytest bench clean distclean
+.PHONY: html test pytest bench browser-test clean distclean
 
 html: $(ENV_READY)
 	$(PY) -m sphinx -W --keep-going -b html -c . $(SPHINXOPTS) docs $(BUILDDIR)/html
 	@echo "The site is in $(BUILDDIR)/html/index.html"
 
-test: pytest html
+test: pytest html browser-test
 
 pytest: $(ENV_READY)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/browser $(PYTEST_ARGS)
+
+# The built site in a real browser; needs `make html` first (`make test` does both).
+browser-test: $(ENV_READY)
+	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_TEST_ARGS)
 
 # On a GPU: run every example page (or PAGE=softmax) with recording on, refreshing
 # results/<gpu>/<page>.json; no site is built. See results/README.md.

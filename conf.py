@@ -6,8 +6,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # this site's own Sphinx extensions
+
 import triton_guide  # noqa: E402  (decides GPU or interpreter before any example runs)
 from sphinx_gallery.sorting import ExplicitOrder  # noqa: E402
+
+try:
+    import tomllib  # noqa: E402
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # noqa: E402
+
+# The repository's address is defined once, in pyproject.toml's [project.urls].
+with open(ROOT / "pyproject.toml", "rb") as pyproject:
+    REPOSITORY_URL = tomllib.load(pyproject)["project"]["urls"]["Repository"]
 
 # The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
 GALLERY_SECTIONS = ["basics", "core_kernels", "debugging"]
@@ -24,11 +35,23 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
     "sphinx_gallery.gen_gallery",
+    "sphinx.ext.viewcode",  # [source] links on the API page
     "sphinx_copybutton",
+    "page_deps",  # re-run a page when triton_guide code it uses changes (docs/_ext)
+    "notebooks",  # kernel source inlined into the downloadable notebooks
+    "thumbnails",  # a section picture for pages that draw no figure
+    "api_links",  # triton_guide.softmax -> its description as triton_guide.softmax.softmax
+    "lessons",  # the {lessons} list on the front page
 ]
+lessons_examples_dir = str(ROOT / "examples")
+lessons_sections = GALLERY_SECTIONS
+page_deps_package = "triton_guide"
+page_deps_package_dir = str(ROOT / "triton_guide")
+api_links_packages = ["triton_guide"]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "auto_examples/**.ipynb", "auto_examples/**.py", "**/*.zip", "**/*.md5"]
+exclude_patterns = ["_build", "_ext", "_static", "auto_examples/**.ipynb", "auto_examples/**.py", "**/*.zip", "**/*.md5",
+                    "**sg_execution_times.rst"]  # left over from builds that wrote them
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 
 autodoc_typehints = "description"
@@ -40,8 +63,26 @@ html_title = "triton-guide"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    "icon_links": [
+        {"name": "Source on GitHub", "url": REPOSITORY_URL, "icon": "fa-brands fa-github"},
+    ],
+    # Lesson pages need the width for code (see docs/_static/custom.css); their sections
+    # are listed in the left column instead.
+    # (patterns may not overlap, hence "every page not under auto_examples/" spelled out)
+    "secondary_sidebar_items": {
+        "[!a]**": ["page-toc", "sourcelink"],
+        "a[!u]**": ["page-toc", "sourcelink"],
+        "auto_examples/**": [],
+    },
 }
-html_static_path = []
+html_context = {"default_mode": "auto"}  # light or dark as the reader's system says
+html_favicon = "docs/_static/favicon.svg"
+html_sidebars = {"auto_examples/**": ["sidebar-nav-bs", "page-toc"]}
+html_static_path = ["docs/_static"]  # relative to this file
+html_css_files = ["custom.css"]
+html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
+# MathJax served from the site itself, so that math renders offline (docs/_static/mathjax).
+mathjax_path = "mathjax/tex-chtml.js"
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
@@ -62,6 +103,14 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "min_reported_time": 1,
     "show_memory": False,
+    # No "Computation times" pages: they would outrank the lessons in search.
+    "write_computation_times": False,
+    # Notebooks start by installing the package, so that they run as downloaded.
+    "first_notebook_cell": (
+        "# Install triton_guide (with torch and triton) into this notebook's environment.\n"
+        "# Without a CUDA GPU the kernels run in Triton's interpreter on the CPU.\n"
+        f'%pip install "triton-guide @ git+{REPOSITORY_URL}"'
+    ),
     "abort_on_example_error": False,  # run every page, then fail the build listing all errors
     "only_warn_on_example_error": False,
 }

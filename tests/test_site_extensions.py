@@ -1,0 +1,117 @@
+"""The site's Sphinx extensions (docs/_ext): stale pages re-run, notebooks carry the code.
+
+One small Sphinx project in a temporary folder (a package with two modules, two gallery
+pages that use one module each) is built three times: a module edit must re-execute
+exactly the page that uses it, and a rebuild with no change must execute none.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sphinx_gallery")
+EXTENSIONS = Path(__file__).resolve().parents[1] / "docs" / "_ext"
+
+CONF = f"""
+import sys
+sys.path.insert(0, {str(EXTENSIONS)!r})
+sys.path.insert(0, {{root!r}})
+extensions = ["sphinx_gallery.gen_gallery", "page_deps", "notebooks"]
+page_deps_package = "toypkg"
+page_deps_package_dir = {{root!r}} + "/toypkg"
+exclude_patterns = ["_build"]
+sphinx_gallery_conf = {{{{
+    "examples_dirs": "examples", "gallery_dirs": "auto_examples",
+    "filename_pattern": "/", "write_computation_times": False,
+    "first_notebook_cell": "%pip install toypkg",
+}}}}
+"""
+
+PAGE = '''"""
+{title}
+{underline}
+
+Shows a function.
+"""
+
+# %%
+# The function:
+#
+# .. literalinclude:: /../toypkg/{module}.py
+#    :pyobject: {function}
+
+import os
+from toypkg.{module} import {function}
+
+with open(os.environ["RUN_LOG"], "a") as log:
+    log.write("{name}\\n")
+print({function}())
+'''
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "toypkg").mkdir()
+    (tmp_path / "toypkg" / "__init__.py").write_text("")
+    (tmp_path / "toypkg" / "helpers.py").write_text("def base():\n    return 1\n")
+    for module, function in [("alpha", "alpha"), ("beta", "beta")]:
+        (tmp_path / "toypkg" / f"{module}.py").write_text(
+            f"from .helpers import base\n\n\ndef {function}():\n    return base() + 1\n"
+        )
+    docs = tmp_path / "docs"
+    (docs / "examples").mkdir(parents=True)
+    (docs / "conf.py").write_text(CONF.format(root=str(tmp_path)))
+    (docs / "index.rst").write_text("Toy\n===\n\n.. toctree::\n\n   auto_examples/index\n")
+    (docs / "examples" / "README.txt").write_text("Pages\n=====\n")
+    for name, module in [("page_alpha", "alpha"), ("page_beta", "beta")]:
+        title = f"Page using {module}"
+        (docs / "examples" / f"{name}.py").write_text(
+            PAGE.format(title=title, underline="=" * len(title), module=module,
+                        function=module, name=name)
+        )
+    return tmp_path
+
+
+def build(project: Path) -> list[str]:
+    """Build the toy site; return the pages that were executed."""
+    log = project / "run.log"
+    log.write_text("")
+    subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", "docs", "docs/_build"],
+        cwd=project, check=True, capture_output=True,
+        env={"RUN_LOG": str(log), "PATH": "/usr/bin:/bin"},
+    )
+    return sorted(log.read_text().split())
+
+
+def test_a_module_edit_reruns_exactly_the_pages_that_use_it(project):
+    assert build(project) == ["page_alpha", "page_beta"]
+    assert build(project) == [], "a rebuild with nothing changed executed pages"
+    alpha = project / "toypkg" / "alpha.py"
+    alpha.write_text(alpha.read_text().replace("+ 1", "+ 2"))
+    assert build(project) == ["page_alpha"]
+    helpers = project / "toypkg" / "helpers.py"  # imported by both modules
+    helpers.write_text(helpers.read_text().replace("1", "3"))
+    assert (build(project), build(project)) == (["page_alpha", "page_beta"], [])
+
+
+def test_notebook_shows_the_included_code_and_installs_first(project):
+    build(project)
+    notebook = json.loads(
+        (project / "docs" / "auto_examples" / "page_alpha.ipynb").read_text()
+    )
+    first = "".join(notebook["cells"][0]["source"])
+    text = "\n".join("".join(cell["source"]) for cell in notebook["cells"])
+    expected = textwrap.dedent("""\
+        ```python
+        def alpha():
+            return base() + 1
+        ```""")
+    assert (first, "literalinclude" in text, expected in text) == (
+        "%pip install toypkg", False, True)
