@@ -10,6 +10,7 @@ from triton_guide import runtime
 from triton_guide.debugging import (
     capture_output,
     checked_sqrt,
+    checked_sqrt_kernel,
     checked_sqrt_reference,
     compile_kernel,
     interpreted,
@@ -83,3 +84,12 @@ def test_device_assert_fires_on_gpu_with_debug():
             "checked_sqrt(torch.tensor([1.0, -1.0], device='cuda')); torch.cuda.synchronize()")
     finished = run_python(code, env={"TRITON_DEBUG": "1"})
     assert finished.returncode != 0 and "every x must be >= 0" in finished.output
+
+
+def test_compile_kernel_runs_static_print_every_time():
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",
+                 "BLOCK_SIZE": "constexpr", "VERBOSE": "constexpr"}
+    for _ in range(2):  # the second compile would be a cache hit without the bypass
+        with capture_output() as captured:
+            compile_kernel(checked_sqrt_kernel, signature, {"BLOCK_SIZE": 8, "VERBOSE": True})
+    assert "compiling checked_sqrt_kernel with BLOCK_SIZE = 8" in captured.text

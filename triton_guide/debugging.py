@@ -181,6 +181,7 @@ def compile_kernel(kernel, signature: dict[str, str], constexprs: dict[str, obje
     ``"constexpr"`` for the names given values in ``constexprs``). Errors in the kernel's
     code raise :class:`triton.compiler.errors.CompilationError`. No GPU is needed: Triton's
     wheel ships the CUDA assembler, so a correct kernel compiles down to a cubin anywhere.
+    The cache is bypassed: every call compiles.
     """
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -188,8 +189,17 @@ def compile_kernel(kernel, signature: dict[str, str], constexprs: dict[str, obje
 
     function = kernel if isinstance(kernel, JITFunction) else JITFunction(_python_function(kernel))
     source = ASTSource(function, signature, constexprs or {})
-    return triton.compile(source, target=GPUTarget(*COMPILE_TARGET),
-                          options={"enable_fp_fusion": True})
+    # Skip Triton's on-disk cache, so the front end (and any tl.static_print) always runs.
+    saved = os.environ.get("TRITON_ALWAYS_COMPILE")
+    os.environ["TRITON_ALWAYS_COMPILE"] = "1"
+    try:
+        return triton.compile(source, target=GPUTarget(*COMPILE_TARGET),
+                              options={"enable_fp_fusion": True})
+    finally:
+        if saved is None:
+            del os.environ["TRITON_ALWAYS_COMPILE"]
+        else:
+            os.environ["TRITON_ALWAYS_COMPILE"] = saved
 
 
 @dataclass
