@@ -9,8 +9,8 @@ checks that the numbers mean what you think.
 
 You will learn:
 
-* what a launch passes for a tensor and for an integer, and how ``tl.pointer_type`` turns
-  an integer into a pointer;
+* what a launch passes for a tensor and for an integer, and how ``tl.pointer_type``
+  turns an integer into a pointer;
 * how to write a judge-style ``solve`` and test it locally against torch;
 * what the Triton interpreter can and cannot do with a raw address (found out below by
   running it);
@@ -35,11 +35,11 @@ torch.manual_seed(0)
 # %%
 # A tensor is an address plus promises
 # ------------------------------------
-# When a kernel is launched with a tensor, Triton passes the address of its first element
-# and types the parameter from the tensor's dtype: inside the kernel, ``x_ptr`` is a
-# ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python integer. The
-# shape, the strides, the dtype and the device are *not* passed: they stay behind in the
-# tensor object.
+# When a kernel is launched with a tensor, Triton passes the address of its first
+# element and types the parameter from the tensor's dtype: inside the kernel, ``x_ptr``
+# is a ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python
+# integer. The shape, the strides, the dtype and the device are *not* passed: they stay
+# behind in the tensor object.
 
 a = torch.randn(10, device=device)
 address = a.data_ptr()
@@ -58,8 +58,8 @@ print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: vector_add_raw_kernel
 #
-# ``solve`` is the entry point a judge calls. It can check that it got integers, and that
-# an address is at least 64 bits wide, but not what lies behind it:
+# ``solve`` is the entry point a judge calls. It can check that it got integers, and
+# that an address is at least 64 bits wide, but not what lies behind it:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: solve
@@ -84,14 +84,16 @@ for n in (1, 17, BLOCK_SIZE + 1, runtime.pick(interpreter=10_007, gpu=10_000_019
 # What the interpreter does with a raw address
 # --------------------------------------------
 # Under the interpreter every program runs on the CPU through numpy, and a pointer is a
-# number that the interpreter dereferences in its own process memory. So an address works
-# exactly when it is an address in *this process's host memory*: the ``data_ptr()`` of a
-# CPU tensor, as in the harness above, which ran in this mode when there was no GPU.
+# number that the interpreter dereferences in its own process memory. So an address
+# works exactly when it is an address in *this process's host memory*: the
+# ``data_ptr()`` of a CPU tensor, as in the harness above, which ran in this mode when
+# there was no GPU.
 #
 # Two things it cannot do, found by trying:
 #
-# * **Check the address.** A pointer to memory that is not mapped does not raise a Python
-#   exception: it kills the process. Run in a separate process, so that this page survives:
+# * **Check the address.** A pointer to memory that is not mapped does not raise a
+#   Python exception: it kills the process. Run in a separate process, so that this page
+# survives:
 
 crash = run_python(
     "import torch\n"
@@ -100,16 +102,19 @@ crash = run_python(
     "torch.cuda.synchronize() if torch.cuda.is_available() else None\n"
     "print('solve returned')\n"
 )
-print(f"solve on an unmapped address: the process ended with return code {crash.returncode}"
-      f"{' (signal 11, segmentation fault)' if crash.returncode == -11 else ''}")
+segfault = " (signal 11, segmentation fault)" if crash.returncode == -11 else ""
+print(f"solve on an unmapped address: the process ended with return code "
+      f"{crash.returncode}{segfault}")
 last_lines = [line for line in crash.output.splitlines() if line.strip()][-2:]
 print("its last output lines:", last_lines if last_lines else "none")
 
 # %%
 # * **Follow a GPU address.** Given tensors, the interpreter copies GPU tensors to the
 #   host before the launch and back afterwards; given an integer, it has nothing to copy
-#   (it does not know how many bytes lie behind the number) and dereferences a GPU address
-#   as if it were a host one. This needs a GPU machine to show, so this cell runs only on
+#   (it does not know how many bytes lie behind the number) and dereferences a GPU
+# address
+#   as if it were a host one. This needs a GPU machine to show, so this cell runs only
+# on
 #   one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve`` on GPU tensors.
 
 if runtime.interpreting():
@@ -119,7 +124,8 @@ else:
         "import torch\n"
         "from triton_guide.raw_pointers import run_solve, solve\n"
         "a = torch.ones(4096, device='cuda')\n"
-        "print('max error', (run_solve(solve, a, a) - 2).abs().max().item(), flush=True)\n",
+        "error = (run_solve(solve, a, a) - 2).abs().max().item()\n"
+        "print('max error', error, flush=True)\n",
         env={"TRITON_INTERPRET": "1"},
     )
     print(f"TRITON_INTERPRET=1, solve on GPU addresses: return code "
@@ -145,11 +151,11 @@ else:
 # %%
 # Why tensors are the safer interface
 # -----------------------------------
-# Every promise a tensor keeps for you becomes your job with an address. Two mistakes that
-# raise nothing, run side by side with the tensor interface that refuses them:
+# Every promise a tensor keeps for you becomes your job with an address. Two mistakes
+# that raise nothing, run side by side with the tensor interface that refuses them:
 #
-# * **The wrong dtype.** float64 buffers read as float32: each 8-byte number is read as two
-#   unrelated 4-byte halves.
+# * **The wrong dtype.** float64 buffers read as float32: each 8-byte number is read as
+#   two unrelated 4-byte halves.
 
 n = 8
 a64, b64 = torch.randn(2, n, device=device, dtype=torch.float64).unbind(0)
@@ -180,18 +186,18 @@ except ValueError as error:
     print("the tensor harness says:", error)
 
 # %%
-# The other promises are lengths (``N`` larger than a buffer reads or writes past its end,
-# the crash above at best) and lifetimes (the address of a tensor that has been freed).
-# A tensor launcher checks dtype, shape, layout and device before it launches; the judge
-# format trades that for a language-neutral calling convention.
+# The other promises are lengths (``N`` larger than a buffer reads or writes past its
+# end, the crash above at best) and lifetimes (the address of a tensor that has been
+# freed). A tensor launcher checks dtype, shape, layout and device before it launches;
+# the judge format trades that for a language-neutral calling convention.
 
 # %%
 # Takeaways
 # ---------
 # * A tensor argument is passed as a typed pointer to its first element; an integer
 #   argument is a number until ``.to(tl.pointer_type(dtype))`` makes it a pointer.
-# * Test a judge-style ``solve`` with tensors you made: pass ``data_ptr()``, synchronise,
-#   compare with a float64 torch reference, odd sizes included.
+# * Test a judge-style ``solve`` with tensors you made: pass ``data_ptr()``,
+#   synchronise, compare with a float64 torch reference, odd sizes included.
 # * The interpreter dereferences raw addresses in host memory: CPU tensors work, GPU
 #   addresses and bad addresses do not, and a bad one kills the process.
 # * Outside a judge, take tensors: the launcher can check what an address cannot tell.

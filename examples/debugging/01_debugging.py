@@ -10,8 +10,9 @@ You will learn:
 
 * to shrink the input until every value fits on the screen, and to check the grid;
 * to step through a kernel in the interpreter with plain Python tools;
-* ``tl.static_print`` / ``tl.static_assert`` (compile time) against ``tl.device_print`` /
-  ``tl.device_assert`` (run time), and what each prints in the interpreter and on a GPU;
+* ``tl.static_print`` / ``tl.static_assert`` (compile time) against
+  ``tl.device_print`` / ``tl.device_assert`` (run time), and what each prints in the
+  interpreter and on a GPU;
 * to poison an output with NaN so that unwritten elements show;
 * to read the three compile errors learners meet first.
 """
@@ -47,10 +48,10 @@ torch.manual_seed(0)
 # Shrink the input, check the grid
 # --------------------------------
 # A bug seen in a million outputs is a statistic; seen in ten it is a pattern. Take the
-# smallest input that still has every feature of the real one: here, a length that is not
-# a multiple of the block, so the last program is partial. Then check the grid before
-# anything runs: enough programs to cover every element, and how many lanes the mask must
-# switch off.
+# smallest input that still has every feature of the real one: here, a length that is
+# not a multiple of the block, so the last program is partial. Then check the grid
+# before anything runs: enough programs to cover every element, and how many lanes the
+# mask must switch off.
 
 n, block_size = 10, 4
 grid = (triton.cdiv(n, block_size),)
@@ -95,8 +96,9 @@ for step in (s for s in steps if s.call == last_program):
 print("out =", out.tolist())
 
 # %%
-# Masked-off lanes of a load without ``other=`` read as 0 in the interpreter (the last two
-# lanes of ``x`` and ``y`` above). On a GPU their value is undefined: never read them.
+# Masked-off lanes of a load without ``other=`` read as 0 in the interpreter (the last
+# two lanes of ``x`` and ``y`` above). On a GPU their value is undefined: never read
+# them.
 
 # %%
 # Poison the output
@@ -117,19 +119,20 @@ assert_close(poisoned, vector_add_reference(x.double(), y.double()), rtol=1e-6)
 # %%
 # Compile time: ``tl.static_print`` and ``tl.static_assert``
 # ----------------------------------------------------------
-# Some values are known while the kernel is compiled: ``tl.constexpr`` arguments, shapes,
-# dtypes. ``tl.static_print`` prints them and ``tl.static_assert`` stops the compilation
-# when a condition on them fails. The package's ``checked_sqrt_kernel`` uses both, and the
-# run-time aids below:
+# Some values are known while the kernel is compiled: ``tl.constexpr`` arguments,
+# shapes, dtypes. ``tl.static_print`` prints them and ``tl.static_assert`` stops the
+# compilation when a condition on them fails. The package's ``checked_sqrt_kernel`` uses
+# both, and the run-time aids below:
 #
 # .. literalinclude:: /../triton_guide/debugging.py
 #    :pyobject: checked_sqrt_kernel
 #
-# Compiled, the kernel body is traced once per set of constexpr values, so a static print
-# appears once. The interpreter has no compile step: it runs the whole body, static print
-# included, once per program. :func:`~triton_guide.debugging.compile_kernel` compiles for
-# an H100 without launching, which works on any machine (Triton ships the CUDA
-# assembler), so both can be shown here:
+# Compiled, the kernel body is traced once per set of constexpr values, so a static
+# print appears once. The interpreter has no compile step: it runs the whole body,
+# static print included, once per program.
+# :func:`~triton_guide.debugging.compile_kernel` compiles for an H100 without launching,
+# which works on any machine (Triton ships the CUDA assembler), so both can be shown
+# here:
 
 values = torch.tensor([0.0, 1.0, 4.0, 9.0, 16.0, 25.0], device=device)
 SQRT_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",
@@ -172,23 +175,23 @@ except Exception as error:
 # %%
 # Run time: ``tl.device_print``
 # -----------------------------
-# ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread* prints
-# its own elements, one line each, tagged with the program id and the element index, in
-# whatever order the threads reach it; the text goes through the CUDA driver to the C-level
-# standard output, which :func:`~triton_guide.debugging.capture_output` catches so that it
-# shows on this page. In the interpreter it is a Python ``print``: one line per program,
-# the whole block at once.
+# ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
+# prints its own elements, one line each, tagged with the program id and the element
+# index, in whatever order the threads reach it; the text goes through the CUDA driver
+# to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
+# catches so that it shows on this page. In the interpreter it is a Python ``print``:
+# one line per program, the whole block at once.
 
 with capture_output() as printed:
     roots = checked_sqrt(values, block_size=4, verbose=True)
-lines = sorted(line for line in printed.text.splitlines() if "x" in line and line.strip())
+lines = sorted(line for line in printed.text.splitlines() if "x" in line)
 device_lines = [line for line in lines if "compiling" not in line]
 print(f"{len(device_lines)} device_print lines for {values.numel()} elements in "
       f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes:")
 for line in device_lines[:8]:
     print("   ", line.strip())
 print(f"static_print lines during this launch: {len(lines) - len(device_lines)} "
-      "(interpreter: one per program; GPU: one if it compiled now, none from the cache)")
+      "(interpreter: one per program; GPU: one if it compiled now, none if cached)")
 print("sqrt:", roots.tolist())
 
 # %%
@@ -206,8 +209,8 @@ with warnings.catch_warnings():  # the interpreter's numpy warns about sqrt(-1)
 print(f"no error raised; output {result.tolist()}")
 
 # %%
-# With ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device assert
-# leaves the CUDA context unusable for the rest of the process:
+# With ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device
+# assert leaves the CUDA context unusable for the rest of the process:
 
 asserted = run_python(
     "import torch\n"
@@ -224,17 +227,17 @@ for line in asserted.output.splitlines():
         print("   ", line.strip()[:160])
 
 # %%
-# Under the interpreter of this Triton version, ``tl.device_assert`` is skipped even with
-# ``TRITON_DEBUG=1``: the process above returns normally with a NaN. To check values
-# there, print them, or compare the output with the reference afterwards.
+# Under the interpreter of this Triton version, ``tl.device_assert`` is skipped even
+# with ``TRITON_DEBUG=1``: the process above returns normally with a NaN. To check
+# values there, print them, or compare the output with the reference afterwards.
 
 # %%
 # Reading the common compile errors
 # ---------------------------------
-# Three kernels, each **deliberately wrong** in one way learners often are. For each, what
-# running it says (the interpreter here, or the compiler when launched on a GPU), and
-# what the compiler says when it compiles the kernel for an H100. The compiler points at
-# the line and the column; the first lines are the useful ones.
+# Three kernels, each **deliberately wrong** in one way learners often are. For each,
+# what running it says (the interpreter here, or the compiler when launched on a GPU),
+# and what the compiler says when it compiles the kernel for an H100. The compiler
+# points at the line and the column; the first lines are the useful ones.
 
 
 @triton.jit
@@ -278,8 +281,8 @@ for kernel, arguments, signature in cases:
 # %%
 # The interpreter names the problem in one line but not where it is; the compiler shows
 # the line, with a caret under the column. When an interpreter message is unclear,
-# compiling the kernel (here with ``compile_kernel``, on a GPU by launching it) points at
-# the line.
+# compiling the kernel (here with ``compile_kernel``, on a GPU by launching it) points
+# at the line.
 
 # %%
 # Takeaways
@@ -295,7 +298,8 @@ for kernel, arguments, signature in cases:
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
 # :func:`triton_guide.debugging.checked_sqrt`,
-# :func:`triton_guide.debugging.trace_kernel`, :func:`triton_guide.debugging.interpreted`,
+# :func:`triton_guide.debugging.trace_kernel`,
+# :func:`triton_guide.debugging.interpreted`,
 # :func:`triton_guide.debugging.capture_output`,
 # :func:`triton_guide.debugging.compile_kernel`,
 # :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.
