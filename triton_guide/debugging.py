@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import inspect
 import io
+import json
 import os
 import resource
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ import triton.language as tl
 from .runtime import interpreting
 from .validation import check_contiguous, check_tensor
 
-# The target that compile_kernel compiles for: an H100 (compute capability 9.0, 32 lanes per
+# The target that compile_kernels compiles for: an H100 (compute capability 9.0, 32 lanes per
 # warp), whether or not one is present.
 COMPILE_TARGET = ("cuda", 90, 32)
 
@@ -174,32 +177,75 @@ def trace_kernel(kernel, launch: Callable[[], object]) -> list[Step]:
     return steps
 
 
-def compile_kernel(kernel, signature: dict[str, str], constexprs: dict[str, object] | None = None):
-    """Compile ``kernel`` for an H100 without launching it; return the compiled kernel.
+@dataclass
+class Compiled:
+    """What compiling one kernel for an H100 gave (see :func:`compile_kernels`)."""
+
+    error_type: str | None  # the exception's class name, or None when it compiled
+    message: str  # the exception's message, or "" when it compiled
+    printed: str  # what the compilation printed (tl.static_print)
+    ptx_lines: int  # lines of PTX produced, 0 on an error
+
+
+# Run in a fresh process by compile_kernels: compile each job, print one JSON line each.
+_COMPILE_SCRIPT = """
+import contextlib, importlib.util, io, json, os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+os.environ["TRITON_ALWAYS_COMPILE"] = "1"  # skip the cache: the front end always runs
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+jobs = json.loads(sys.stdin.read())
+for source_path, name, signature, constexprs in jobs:
+    spec = importlib.util.spec_from_file_location("kernels", source_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    printed = io.StringIO()
+    result = {"error_type": None, "message": "", "ptx_lines": 0}
+    try:
+        with contextlib.redirect_stdout(printed):
+            compiled = triton.compile(
+                ASTSource(getattr(module, name), signature, constexprs),
+                target=GPUTarget(*TARGET), options={"enable_fp_fusion": True})
+        result["ptx_lines"] = len(compiled.asm["ptx"].splitlines())
+    except Exception as error:
+        result["error_type"] = type(error).__name__
+        result["message"] = str(error)
+    result["printed"] = printed.getvalue()
+    print("COMPILED " + json.dumps(result), flush=True)
+"""
+
+
+def compile_kernels(
+    jobs: list[tuple[object, dict[str, str], dict[str, object]]],
+) -> list[Compiled]:
+    """Compile each ``(kernel, signature, constexprs)`` for an H100, without launching.
 
     ``signature`` maps each argument to its Triton type (``"*fp32"``, ``"i32"``, or
-    ``"constexpr"`` for the names given values in ``constexprs``). Errors in the kernel's
-    code raise :class:`triton.compiler.errors.CompilationError`. No GPU is needed: Triton's
-    wheel ships the CUDA assembler, so a correct kernel compiles down to a cubin anywhere.
-    The cache is bypassed: every call compiles.
+    ``"constexpr"`` for the names given values in ``constexprs``). No GPU is needed:
+    Triton's wheel ships the CUDA assembler, so a correct kernel compiles down to a cubin
+    anywhere. The compiler runs in a fresh process, without the cache (so every
+    ``tl.static_print`` shows), and away from the interpreter, whose patches of
+    ``triton.language`` can outlive an interpreted launch in this one.
     """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-
-    function = kernel if isinstance(kernel, JITFunction) else JITFunction(_python_function(kernel))
-    source = ASTSource(function, signature, constexprs or {})
-    # Skip Triton's on-disk cache, so the front end (and any tl.static_print) always runs.
-    saved = os.environ.get("TRITON_ALWAYS_COMPILE")
-    os.environ["TRITON_ALWAYS_COMPILE"] = "1"
-    try:
-        return triton.compile(source, target=GPUTarget(*COMPILE_TARGET),
-                              options={"enable_fp_fusion": True})
-    finally:
-        if saved is None:
-            del os.environ["TRITON_ALWAYS_COMPILE"]
-        else:
-            os.environ["TRITON_ALWAYS_COMPILE"] = saved
+    with tempfile.TemporaryDirectory() as folder:
+        specs = []
+        for index, (kernel, signature, constexprs) in enumerate(jobs):
+            function = _python_function(kernel)
+            path = Path(folder) / f"kernel_{index}.py"
+            path.write_text("import triton\nimport triton.language as tl\n\n\n"
+                            + textwrap.dedent(inspect.getsource(function)))
+            specs.append((str(path), function.__name__, signature, constexprs))
+        script = f"TARGET = {COMPILE_TARGET!r}\n" + _COMPILE_SCRIPT
+        finished = subprocess.run(
+            [sys.executable, "-c", script], input=json.dumps(specs), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
+        )
+    results = [json.loads(line.removeprefix("COMPILED "))
+               for line in finished.stdout.splitlines() if line.startswith("COMPILED ")]
+    if len(results) != len(jobs):
+        raise RuntimeError(f"the compiler process failed:\n{finished.stderr[-2000:]}")
+    return [Compiled(**result) for result in results]
 
 
 @dataclass

@@ -32,7 +32,7 @@ from triton_guide.debugging import (
     capture_output,
     checked_sqrt,
     checked_sqrt_kernel,
-    compile_kernel,
+    compile_kernels,
     interpreted,
     run_python,
     trace_kernel,
@@ -130,30 +130,26 @@ assert_close(poisoned, vector_add_reference(x.double(), y.double()), rtol=1e-6)
 # Compiled, the kernel body is traced once per set of constexpr values, so a static
 # print appears once. The interpreter has no compile step: it runs the whole body,
 # static print included, once per program.
-# :func:`~triton_guide.debugging.compile_kernel` compiles for an H100 without launching,
-# which works on any machine (Triton ships the CUDA assembler), so both can be shown
-# here:
+# :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 without
+# launching, which works on any machine (Triton ships the CUDA assembler), so both can
+# be shown here:
 
 values = torch.tensor([0.0, 1.0, 4.0, 9.0, 16.0, 25.0], device=device)
 SQRT_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",
                   "BLOCK_SIZE": "constexpr", "VERBOSE": "constexpr"}
-with capture_output() as compiled:
-    compiled_kernel = compile_kernel(checked_sqrt_kernel, SQRT_SIGNATURE,
-                                     {"BLOCK_SIZE": 4, "VERBOSE": True})
-static_lines = [line for line in compiled.text.splitlines() if "compiling" in line]
+compiled, too_large = compile_kernels([
+    (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 4, "VERBOSE": True}),
+    (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 16384, "VERBOSE": False}),
+])
+static_lines = compiled.printed.splitlines()
 print(f"compiled for an H100: static_print printed {len(static_lines)} line(s): "
-      f"{static_lines}")
-print(f"(and the compile produced {len(compiled_kernel.asm['ptx'].splitlines())} lines "
-      "of PTX)")
-
-# %%
-# A failing ``tl.static_assert``: ``BLOCK_SIZE = 16384`` is over the kernel's limit.
+      f"{static_lines}; {compiled.ptx_lines} lines of PTX")
 
 
-def first_lines(error: BaseException, count: int = 6) -> str:
+def first_lines(message: str, count: int = 6) -> str:
     """The first lines of an error message, and for a compiler error the part that
     matters: where, the offending line with its caret, and the message after it."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
+    lines = [line for line in message.splitlines() if line.strip()]
     carets = [i for i, line in enumerate(lines) if line.strip() == "^"]
     if carets:
         caret = carets[0]
@@ -161,16 +157,15 @@ def first_lines(error: BaseException, count: int = 6) -> str:
     return "\n    ".join(lines[:count])
 
 
-try:
-    compile_kernel(checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 16384,
-                                                         "VERBOSE": False})
-except Exception as error:
-    print(f"compiler: {type(error).__name__}:\n    {first_lines(error)}")
+# %%
+# A failing ``tl.static_assert``: ``BLOCK_SIZE = 16384`` is over the kernel's limit.
+
+print(f"compiler: {too_large.error_type}:\n    {first_lines(too_large.message)}")
 try:
     checked_sqrt_kernel[(1,)](values, values, 6, BLOCK_SIZE=16384, VERBOSE=False)
 except Exception as error:
     mode = "interpreter" if runtime.interpreting() else "launch"
-    print(f"{mode}: {type(error).__name__}:\n    {first_lines(error)}")
+    print(f"{mode}: {type(error).__name__}:\n    {first_lines(str(error))}")
 
 # %%
 # Run time: ``tl.device_print``
@@ -184,13 +179,14 @@ except Exception as error:
 
 with capture_output() as printed:
     roots = checked_sqrt(values, block_size=4, verbose=True)
-lines = sorted(line for line in printed.text.splitlines() if "x" in line)
-device_lines = [line for line in lines if "compiling" not in line]
+printed_lines = printed.text.splitlines()
+device_lines = sorted(line for line in printed_lines if "x:" in line)
+static_count = sum("compiling" in line for line in printed_lines)
 print(f"{len(device_lines)} device_print lines for {values.numel()} elements in "
       f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes:")
 for line in device_lines[:8]:
     print("   ", line.strip())
-print(f"static_print lines during this launch: {len(lines) - len(device_lines)} "
+print(f"static_print lines during this launch: {static_count} "
       "(interpreter: one per program; GPU: one if it compiled now, none if cached)")
 print("sqrt:", roots.tolist())
 
@@ -265,23 +261,21 @@ cases = [
     (runtime_block_kernel, (scratch, 64), {"out_ptr": "*fp32", "BLOCK_SIZE": "i32"}),
     (arange_of_100_kernel, (scratch,), {"out_ptr": "*fp32"}),
 ]
-for kernel, arguments, signature in cases:
+compiler_says = compile_kernels([(kernel, signature, {}) for kernel, _, signature in cases])
+for (kernel, arguments, _), compiled in zip(cases, compiler_says):
     print(f"--- {kernel.__name__}")
     try:
         kernel[(1,)](*arguments)
         print("ran without an error")
     except Exception as error:
         mode = "interpreter" if runtime.interpreting() else "launch"
-        print(f"{mode}: {type(error).__name__}: {first_lines(error, 1)}")
-    try:
-        compile_kernel(kernel, signature)
-    except Exception as error:
-        print(f"compiler: {type(error).__name__}:\n    {first_lines(error)}")
+        print(f"{mode}: {type(error).__name__}: {first_lines(str(error), 1)}")
+    print(f"compiler: {compiled.error_type}:\n    {first_lines(compiled.message)}")
 
 # %%
 # The interpreter names the problem in one line but not where it is; the compiler shows
 # the line, with a caret under the column. When an interpreter message is unclear,
-# compiling the kernel (here with ``compile_kernel``, on a GPU by launching it) points
+# compiling the kernel (here with ``compile_kernels``, on a GPU by launching it) points
 # at the line.
 
 # %%
@@ -301,5 +295,5 @@ for kernel, arguments, signature in cases:
 # :func:`triton_guide.debugging.trace_kernel`,
 # :func:`triton_guide.debugging.interpreted`,
 # :func:`triton_guide.debugging.capture_output`,
-# :func:`triton_guide.debugging.compile_kernel`,
+# :func:`triton_guide.debugging.compile_kernels`,
 # :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.
