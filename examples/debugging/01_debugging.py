@@ -261,7 +261,8 @@ cases = [
     (runtime_block_kernel, (scratch, 64), {"out_ptr": "*fp32", "BLOCK_SIZE": "i32"}),
     (arange_of_100_kernel, (scratch,), {"out_ptr": "*fp32"}),
 ]
-compiler_says = compile_kernels([(kernel, signature, {}) for kernel, _, signature in cases])
+compiler_says = compile_kernels([(kernel, signature, {})
+                                 for kernel, _, signature in cases])
 for (kernel, arguments, _), compiled in zip(cases, compiler_says):
     print(f"--- {kernel.__name__}")
     try:
