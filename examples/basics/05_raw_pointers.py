@@ -92,8 +92,8 @@ for n in (1, 17, BLOCK_SIZE + 1, runtime.pick(interpreter=10_007, gpu=10_000_019
 # Two things it cannot do, found by trying:
 #
 # * **Check the address.** A pointer to memory that is not mapped does not raise a
-#   Python exception: it kills the process. Run in a separate process, so that this page
-# survives:
+#   Python exception: it kills the process. Run in a separate process, so that this
+#   page survives:
 
 crash = run_python(
     "import torch\n"
@@ -112,10 +112,9 @@ print("its last output lines:", last_lines if last_lines else "none")
 # * **Follow a GPU address.** Given tensors, the interpreter copies GPU tensors to the
 #   host before the launch and back afterwards; given an integer, it has nothing to copy
 #   (it does not know how many bytes lie behind the number) and dereferences a GPU
-# address
-#   as if it were a host one. This needs a GPU machine to show, so this cell runs only
-# on
-#   one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve`` on GPU tensors.
+#   address as if it were a host one. This needs a GPU machine to show, so this cell
+#   runs only on one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve``
+#   on GPU tensors.
 
 if runtime.interpreting():
     print("(skipped: no GPU here, so there are no GPU addresses to try)")
