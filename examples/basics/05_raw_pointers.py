@@ -1,0 +1,207 @@
+"""
+Raw pointers: ``solve(a_ptr, b_ptr, c_ptr, N)``
+===============================================
+
+Online judges such as LeetGPU do not hand your Triton code tensors: they call a function
+``solve(a_ptr, b_ptr, c_ptr, N)`` with bare integers, the addresses of buffers they
+allocated. The kernel has to turn those integers into typed pointers itself, and nothing
+checks that the numbers mean what you think.
+
+You will learn:
+
+* what a launch passes for a tensor and for an integer, and how ``tl.pointer_type``
+  turns an integer into a pointer;
+* how to write a judge-style ``solve`` and test it locally against torch;
+* what the Triton interpreter can and cannot do with a raw address (found out below by
+  running it);
+* which mistakes a tensor interface catches and a raw address lets through.
+"""
+
+# %%
+# Where this page ran
+# -------------------
+
+import torch
+
+from triton_guide import runtime
+from triton_guide.debugging import run_python
+from triton_guide.raw_pointers import BLOCK_SIZE, run_solve, solve, solve_reference
+from triton_guide.testing import assert_close
+
+print(runtime.describe())
+device = runtime.device()
+torch.manual_seed(0)
+
+# %%
+# A tensor is an address plus promises
+# ------------------------------------
+# When a kernel is launched with a tensor, Triton passes the address of its first
+# element and types the parameter from the tensor's dtype: inside the kernel, ``x_ptr``
+# is a ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python
+# integer. The shape, the strides, the dtype and the device are *not* passed: they stay
+# behind in the tensor object.
+
+a = torch.randn(10, device=device)
+address = a.data_ptr()
+print(f"a.data_ptr() is a Python {type(address).__name__}; at least 2**31: "
+      f"{address >= 2**31}; a multiple of 16: {address % 16 == 0}")
+print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
+      f"{a.element_size()}-byte float32")
+
+# %%
+# The kernel: cast, then use as usual
+# -----------------------------------
+# An integer argument arrives as a 64-bit integer scalar (a 32-bit one if it is below
+# 2\ :sup:`31`). ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a pointer to
+# float32; from then on the kernel is the vector addition of the first page:
+#
+# .. literalinclude:: /../triton_guide/raw_pointers.py
+#    :pyobject: vector_add_raw_kernel
+#
+# ``solve`` is the entry point a judge calls. It can check that it got integers, and
+# that an address is at least 64 bits wide, but not what lies behind it:
+#
+# .. literalinclude:: /../triton_guide/raw_pointers.py
+#    :pyobject: solve
+
+# %%
+# Testing a solution locally
+# --------------------------
+# A judge allocates the buffers, calls ``solve`` with their addresses and compares the
+# output buffer with its own answer. The same harness, with torch: make tensors, check
+# them, pass ``data_ptr()``, synchronise, compare with the float64 reference.
+#
+# .. literalinclude:: /../triton_guide/raw_pointers.py
+#    :pyobject: run_solve
+
+for n in (1, 17, BLOCK_SIZE + 1, runtime.pick(interpreter=10_007, gpu=10_000_019)):
+    a, b = torch.randn(2, n, device=device).unbind(0)
+    c = run_solve(solve, a, b)
+    error = assert_close(c, solve_reference(a.double(), b.double()), rtol=1e-6)
+    print(f"N = {n:>10,}: solve matches torch, relative error {error:.1e}")
+
+# %%
+# What the interpreter does with a raw address
+# --------------------------------------------
+# Under the interpreter every program runs on the CPU through numpy, and a pointer is a
+# number that the interpreter dereferences in its own process memory. So an address
+# works exactly when it is an address in *this process's host memory*: the
+# ``data_ptr()`` of a CPU tensor, as in the harness above, which ran in this mode when
+# there was no GPU.
+#
+# Two things it cannot do, found by trying:
+#
+# * **Check the address.** A pointer to memory that is not mapped does not raise a
+#   Python exception: it kills the process. Run in a separate process, so that this
+#   page survives:
+
+crash = run_python(
+    "import torch\n"
+    "from triton_guide.raw_pointers import solve\n"
+    "solve(2**46, 2**46, 2**46, 1024)\n"
+    "torch.cuda.synchronize() if torch.cuda.is_available() else None\n"
+    "print('solve returned')\n"
+)
+segfault = " (signal 11, segmentation fault)" if crash.returncode == -11 else ""
+print(f"solve on an unmapped address: the process ended with return code "
+      f"{crash.returncode}{segfault}")
+last_lines = [line for line in crash.output.splitlines() if line.strip()][-2:]
+print("its last output lines:", last_lines if last_lines else "none")
+
+# %%
+# * **Follow a GPU address.** Given tensors, the interpreter copies GPU tensors to the
+#   host before the launch and back afterwards; given an integer, it has nothing to copy
+#   (it does not know how many bytes lie behind the number) and dereferences a GPU
+#   address as if it were a host one. This needs a GPU machine to show, so this cell
+#   runs only on one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve``
+#   on GPU tensors.
+
+if runtime.interpreting():
+    print("(skipped: no GPU here, so there are no GPU addresses to try)")
+else:
+    gpu_in_interpreter = run_python(
+        "import torch\n"
+        "from triton_guide.raw_pointers import run_solve, solve\n"
+        "a = torch.ones(4096, device='cuda')\n"
+        "error = (run_solve(solve, a, a) - 2).abs().max().item()\n"
+        "print('max error', error, flush=True)\n",
+        env={"TRITON_INTERPRET": "1"},
+    )
+    print(f"TRITON_INTERPRET=1, solve on GPU addresses: return code "
+          f"{gpu_in_interpreter.returncode}")
+    print("last output lines:", gpu_in_interpreter.output.strip().splitlines()[-2:])
+
+# %%
+# * A small integer is not even accepted as a pointer: Triton passes an integer below
+#   2\ :sup:`31` as 32 bits, and the cast needs 64. ``solve`` refuses such a number
+#   itself; launching the kernel directly shows what the interpreter says (on a GPU this
+#   cell is skipped: there the kernel would dereference the number):
+
+from triton_guide.raw_pointers import vector_add_raw_kernel  # noqa: E402
+
+if runtime.interpreting():
+    try:
+        vector_add_raw_kernel[(1,)](12, 12, 12, 4, BLOCK_SIZE=4)
+    except Exception as error:  # the interpreter wraps what numpy raised
+        print(f"{type(error).__name__}: {error}")
+else:
+    print("(skipped on a GPU)")
+
+# %%
+# Why tensors are the safer interface
+# -----------------------------------
+# Every promise a tensor keeps for you becomes your job with an address. Two mistakes
+# that raise nothing, run side by side with the tensor interface that refuses them:
+#
+# * **The wrong dtype.** float64 buffers read as float32: each 8-byte number is read as
+#   two unrelated 4-byte halves.
+
+n = 8
+a64, b64 = torch.randn(2, n, device=device, dtype=torch.float64).unbind(0)
+c = torch.empty(n, device=device, dtype=torch.float32)
+solve(a64.data_ptr(), b64.data_ptr(), c.data_ptr(), n)
+expected = (a64 + b64).float()
+print("expected:", [round(v, 3) for v in expected.tolist()[:4]])
+print("got:     ", [f"{v:.3g}" for v in c.tolist()[:4]])
+try:
+    run_solve(solve, a64, b64)
+except TypeError as error:
+    print("the tensor harness says:", error)
+
+# %%
+# * **A transposed view.** ``data_ptr()`` of ``m.t()`` is the same address as ``m``'s;
+#   the kernel walks memory in storage order and never sees the strides.
+
+m = torch.randn(4, 6, device=device)
+mt = m.t()  # shape (6, 4), strides (1, 6)
+c = torch.empty(mt.shape, device=device)
+solve(mt.data_ptr(), mt.data_ptr(), c.data_ptr(), mt.numel())
+wrong = (c != 2 * mt).sum().item()
+print(f"m.t(): same address as m: {mt.data_ptr() == m.data_ptr()}; "
+      f"{wrong} of {mt.numel()} outputs are not 2 * m.t()")
+try:
+    run_solve(solve, mt, mt)
+except ValueError as error:
+    print("the tensor harness says:", error)
+
+# %%
+# The other promises are lengths (``N`` larger than a buffer reads or writes past its
+# end, the crash above at best) and lifetimes (the address of a tensor that has been
+# freed). A tensor launcher checks dtype, shape, layout and device before it launches;
+# the judge format trades that for a language-neutral calling convention.
+
+# %%
+# Takeaways
+# ---------
+# * A tensor argument is passed as a typed pointer to its first element; an integer
+#   argument is a number until ``.to(tl.pointer_type(dtype))`` makes it a pointer.
+# * Test a judge-style ``solve`` with tensors you made: pass ``data_ptr()``,
+#   synchronise, compare with a float64 torch reference, odd sizes included.
+# * The interpreter dereferences raw addresses in host memory: CPU tensors work, GPU
+#   addresses and bad addresses do not, and a bad one kills the process.
+# * Outside a judge, take tensors: the launcher can check what an address cannot tell.
+#
+# Used here: :func:`triton_guide.raw_pointers.solve`,
+# :func:`triton_guide.raw_pointers.run_solve`,
+# :func:`triton_guide.raw_pointers.solve_reference`,
+# :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.

@@ -1,0 +1,300 @@
+"""
+Debugging a kernel
+==================
+
+A kernel that is wrong rarely says so: it writes plausible numbers, or leaves a few
+elements untouched, or fails to compile with a message about a line you did not expect.
+This page collects the ways to look inside, each run here.
+
+You will learn:
+
+* to shrink the input until every value fits on the screen, and to check the grid;
+* to step through a kernel in the interpreter with plain Python tools;
+* ``tl.static_print`` / ``tl.static_assert`` (compile time) against
+  ``tl.device_print`` / ``tl.device_assert`` (run time), and what each prints in the
+  interpreter and on a GPU;
+* to poison an output with NaN so that unwritten elements show;
+* to read the three compile errors learners meet first.
+"""
+
+# %%
+# Where this page ran
+# -------------------
+
+import warnings
+
+import torch
+import triton
+import triton.language as tl
+
+from triton_guide import runtime, vector_add, vector_add_reference
+from triton_guide.debugging import (
+    capture_output,
+    checked_sqrt,
+    checked_sqrt_kernel,
+    compile_kernels,
+    interpreted,
+    run_python,
+    trace_kernel,
+)
+from triton_guide.testing import assert_close
+from triton_guide.vector_add import vector_add_kernel
+
+print(runtime.describe())
+device = runtime.device()
+torch.manual_seed(0)
+
+# %%
+# Shrink the input, check the grid
+# --------------------------------
+# A bug seen in a million outputs is a statistic; seen in ten it is a pattern. Take the
+# smallest input that still has every feature of the real one: here, a length that is
+# not a multiple of the block, so the last program is partial. Then check the grid
+# before anything runs: enough programs to cover every element, and how many lanes the
+# mask must switch off.
+
+n, block_size = 10, 4
+grid = (triton.cdiv(n, block_size),)
+lanes = grid[0] * block_size
+print(f"n = {n}, BLOCK_SIZE = {block_size}: grid = {grid}, {lanes} lanes, "
+      f"{lanes - n} masked off in the last program")
+assert lanes >= n > lanes - block_size, "the grid does not cover n exactly once"
+x = torch.arange(n, dtype=torch.float32, device=device)
+y = torch.full((n,), 100.0, device=device)
+print("x + y =", vector_add(x, y, block_size=block_size).tolist())
+
+# %%
+# Step through a kernel in the interpreter
+# ----------------------------------------
+# With ``TRITON_INTERPRET=1`` a kernel is ordinary Python run once per program, so
+# ordinary Python tools work inside it: ``print``, ``breakpoint()`` (then ``p offsets``
+# at the pdb prompt), a debugger in your editor. A page cannot type at a pdb prompt, so
+# here ``sys.settrace`` does the stepping: :func:`~triton_guide.debugging.trace_kernel`
+# records every line each program runs, with its local variables.
+# :func:`~triton_guide.debugging.interpreted` gives the interpreted kernel even on a GPU
+# machine, so this cell prints the same thing everywhere.
+#
+# .. literalinclude:: /../triton_guide/debugging.py
+#    :pyobject: trace_kernel
+
+out = torch.empty(n)
+steps = trace_kernel(
+    vector_add_kernel,
+    lambda: interpreted(vector_add_kernel)[grid](
+        x.cpu(), y.cpu(), out, n, BLOCK_SIZE=block_size),
+)
+last_program = grid[0] - 1
+print(f"{len(steps)} lines executed by {grid[0]} programs; program {last_program}:")
+seen: dict[str, object] = {}
+for step in (s for s in steps if s.call == last_program):
+    print(f"  line {step.line}: {step.source}")
+    for name, value in step.values.items():
+        if name not in seen and not name.endswith("_ptr"):
+            shown = value.tolist() if hasattr(value, "tolist") else value
+            print(f"      {name} = {shown}")
+    seen = dict(step.values)
+print("out =", out.tolist())
+
+# %%
+# Masked-off lanes of a load without ``other=`` read as 0 in the interpreter (the last
+# two lanes of ``x`` and ``y`` above). On a GPU their value is undefined: never read
+# them.
+
+# %%
+# Poison the output
+# -----------------
+# ``torch.empty`` returns whatever the memory held, which can look like an answer. Fill
+# the output with NaN first: every element the kernel should have written and did not
+# stays NaN, and one ``isnan`` counts them. Here is a launch with a **deliberately wrong
+# grid**, ``n // BLOCK_SIZE`` programs (rounded down), next to the right one:
+
+for label, programs in (("n // BLOCK_SIZE (wrong)", n // block_size),
+                        ("cdiv(n, BLOCK_SIZE)", triton.cdiv(n, block_size))):
+    poisoned = torch.full((n,), float("nan"), device=device)
+    vector_add_kernel[(programs,)](x, y, poisoned, n, BLOCK_SIZE=block_size)
+    unwritten = torch.isnan(poisoned).nonzero().flatten().tolist()
+    print(f"grid {label:<24} = {programs}: unwritten elements {unwritten}")
+assert_close(poisoned, vector_add_reference(x.double(), y.double()), rtol=1e-6)
+
+# %%
+# Compile time: ``tl.static_print`` and ``tl.static_assert``
+# ----------------------------------------------------------
+# Some values are known while the kernel is compiled: ``tl.constexpr`` arguments,
+# shapes, dtypes. ``tl.static_print`` prints them and ``tl.static_assert`` stops the
+# compilation when a condition on them fails. The package's ``checked_sqrt_kernel`` uses
+# both, and the run-time aids below:
+#
+# .. literalinclude:: /../triton_guide/debugging.py
+#    :pyobject: checked_sqrt_kernel
+#
+# Compiled, the kernel body is traced once per set of constexpr values, so a static
+# print appears once. The interpreter has no compile step: it runs the whole body,
+# static print included, once per program.
+# :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 without
+# launching, which works on any machine (Triton ships the CUDA assembler), so both can
+# be shown here:
+
+values = torch.tensor([0.0, 1.0, 4.0, 9.0, 16.0, 25.0], device=device)
+SQRT_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",
+                  "BLOCK_SIZE": "constexpr", "VERBOSE": "constexpr"}
+compiled, too_large = compile_kernels([
+    (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 4, "VERBOSE": True}),
+    (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 16384, "VERBOSE": False}),
+])
+static_lines = compiled.printed.splitlines()
+print(f"compiled for an H100: static_print printed {len(static_lines)} line(s): "
+      f"{static_lines}; {compiled.ptx_lines} lines of PTX")
+
+
+def first_lines(message: str, count: int = 6) -> str:
+    """The first lines of an error message, and for a compiler error the part that
+    matters: where, the offending line with its caret, and the message after it."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    carets = [i for i, line in enumerate(lines) if line.strip() == "^"]
+    if carets:
+        caret = carets[0]
+        lines = [lines[0], lines[caret - 1], lines[caret]] + lines[caret + 1:]
+    return "\n    ".join(lines[:count])
+
+
+# %%
+# A failing ``tl.static_assert``: ``BLOCK_SIZE = 16384`` is over the kernel's limit.
+
+print(f"compiler: {too_large.error_type}:\n    {first_lines(too_large.message)}")
+try:
+    checked_sqrt_kernel[(1,)](values, values, 6, BLOCK_SIZE=16384, VERBOSE=False)
+except Exception as error:
+    mode = "interpreter" if runtime.interpreting() else "launch"
+    print(f"{mode}: {type(error).__name__}:\n    {first_lines(str(error))}")
+
+# %%
+# Run time: ``tl.device_print``
+# -----------------------------
+# ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
+# prints its own elements, one line each, tagged with the program id and the element
+# index, in whatever order the threads reach it; the text goes through the CUDA driver
+# to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
+# catches so that it shows on this page. In the interpreter it is a Python ``print``:
+# one line per program, the whole block at once.
+
+with capture_output() as printed:
+    roots = checked_sqrt(values, block_size=4, verbose=True)
+printed_lines = printed.text.splitlines()
+device_lines = sorted(line for line in printed_lines if "x:" in line)
+static_count = sum("compiling" in line for line in printed_lines)
+print(f"{len(device_lines)} device_print lines for {values.numel()} elements in "
+      f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes:")
+for line in device_lines[:8]:
+    print("   ", line.strip())
+print(f"static_print lines during this launch: {static_count} "
+      "(interpreter: one per program; GPU: one if it compiled now, none if cached)")
+print("sqrt:", roots.tolist())
+
+# %%
+# Run time: ``tl.device_assert``
+# ------------------------------
+# ``tl.device_assert(condition, message)`` checks a block at run time, but only when the
+# kernel is compiled in debug mode (``TRITON_DEBUG=1``, or ``debug=True`` in
+# ``@triton.jit``); otherwise it compiles to nothing. Give ``checked_sqrt`` a negative
+# number without debug mode:
+
+negative = torch.tensor([4.0, -1.0, 9.0], device=device)
+with warnings.catch_warnings():  # the interpreter's numpy warns about sqrt(-1)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    result = checked_sqrt(negative)
+print(f"no error raised; output {result.tolist()}")
+
+# %%
+# With ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device
+# assert leaves the CUDA context unusable for the rest of the process:
+
+asserted = run_python(
+    "import torch\n"
+    "from triton_guide import runtime\n"
+    "from triton_guide.debugging import checked_sqrt\n"
+    "x = torch.tensor([4.0, -1.0, 9.0], device=runtime.device())\n"
+    "print('output', checked_sqrt(x).tolist(), flush=True)\n"
+    "torch.cuda.synchronize() if torch.cuda.is_available() else None\n",
+    env={"TRITON_DEBUG": "1"},
+)
+print(f"TRITON_DEBUG=1: return code {asserted.returncode}")
+for line in asserted.output.splitlines():
+    if "ssert" in line or line.startswith("output"):
+        print("   ", line.strip()[:160])
+
+# %%
+# Under the interpreter of this Triton version, ``tl.device_assert`` is skipped even
+# with ``TRITON_DEBUG=1``: the process above returns normally with a NaN. To check
+# values there, print them, or compare the output with the reference afterwards.
+
+# %%
+# Reading the common compile errors
+# ---------------------------------
+# Three kernels, each **deliberately wrong** in one way learners often are. For each,
+# what running it says (the interpreter here, or the compiler when launched on a GPU),
+# and what the compiler says when it compiles the kernel for an H100. The compiler
+# points at the line and the column; the first lines are the useful ones.
+
+
+@triton.jit
+def shape_mismatch_kernel(out_ptr):  # WRONG: adds blocks of 16 and 32 elements
+    rows = tl.arange(0, 16)
+    cols = tl.arange(0, 32)
+    tl.store(out_ptr + rows, (rows + cols).to(tl.float32))
+
+
+@triton.jit
+def runtime_block_kernel(out_ptr, BLOCK_SIZE):  # WRONG: BLOCK_SIZE is not tl.constexpr
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, offsets.to(tl.float32))
+
+
+@triton.jit
+def arange_of_100_kernel(out_ptr):  # WRONG: tl.arange needs a power-of-two length
+    offsets = tl.arange(0, 100)
+    tl.store(out_ptr + offsets, offsets.to(tl.float32))
+
+
+scratch = torch.zeros(128, device=device)
+cases = [
+    (shape_mismatch_kernel, (scratch,), {"out_ptr": "*fp32"}),
+    (runtime_block_kernel, (scratch, 64), {"out_ptr": "*fp32", "BLOCK_SIZE": "i32"}),
+    (arange_of_100_kernel, (scratch,), {"out_ptr": "*fp32"}),
+]
+compiler_says = compile_kernels([(kernel, signature, {})
+                                 for kernel, _, signature in cases])
+for (kernel, arguments, _), compiled in zip(cases, compiler_says):
+    print(f"--- {kernel.__name__}")
+    try:
+        kernel[(1,)](*arguments)
+        print("ran without an error")
+    except Exception as error:
+        mode = "interpreter" if runtime.interpreting() else "launch"
+        print(f"{mode}: {type(error).__name__}: {first_lines(str(error), 1)}")
+    print(f"compiler: {compiled.error_type}:\n    {first_lines(compiled.message)}")
+
+# %%
+# The interpreter names the problem in one line but not where it is; the compiler shows
+# the line, with a caret under the column. When an interpreter message is unclear,
+# compiling the kernel (here with ``compile_kernels``, on a GPU by launching it) points
+# at the line.
+
+# %%
+# Takeaways
+# ---------
+# * Shrink the input until it fits on the screen; check the grid covers it exactly once.
+# * Under ``TRITON_INTERPRET=1`` a kernel is Python: ``print``, ``breakpoint()`` and
+#   tracers work inside it.
+# * ``static_print`` / ``static_assert`` run while compiling; ``device_print`` /
+#   ``device_assert`` while running, the assert only in debug mode, and not at all in
+#   this version's interpreter.
+# * Poison outputs with NaN: unwritten elements then show.
+# * Compile errors point at a line and column: read the first lines.
+#
+# Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
+# :func:`triton_guide.debugging.checked_sqrt`,
+# :func:`triton_guide.debugging.trace_kernel`,
+# :func:`triton_guide.debugging.interpreted`,
+# :func:`triton_guide.debugging.capture_output`,
+# :func:`triton_guide.debugging.compile_kernels`,
+# :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.

@@ -1,0 +1,93 @@
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton_guide import runtime
+from triton_guide.debugging import (
+    capture_output,
+    checked_sqrt,
+    checked_sqrt_kernel,
+    checked_sqrt_reference,
+    compile_kernels,
+    interpreted,
+    run_python,
+    trace_kernel,
+)
+from triton_guide.vector_add import vector_add_kernel
+
+VECTOR_ADD_SIGNATURE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                        "num_elements": "i32", "BLOCK_SIZE": "constexpr"}
+
+
+@triton.jit
+def arange_of_100_kernel(out_ptr):  # deliberately wrong: tl.arange needs a power of two
+    offsets = tl.arange(0, 100)
+    tl.store(out_ptr + offsets, offsets.to(tl.float32))
+
+
+@pytest.mark.parametrize("n", [1, 17, 1024, 1025], ids=["n=1", "n=17", "one_block", "tail_of_1"])
+def test_checked_sqrt_matches_torch(n, device, check):
+    x = torch.rand(n, device=device) * 100
+    check("checked_sqrt", checked_sqrt(x), checked_sqrt_reference(x.double()), rtol=1e-6)
+
+
+def test_checked_sqrt_refuses_block_size_not_power_of_two(device):
+    with pytest.raises(ValueError, match="block_size must be a power of two"):
+        checked_sqrt(torch.ones(4, device=device), block_size=12)
+
+
+def test_capture_output_catches_file_descriptor_1():
+    with capture_output() as captured:
+        print("from python")
+        os.write(1, b"from C\n")
+    assert captured.text == "from python\nfrom C\n"
+
+
+def test_capture_output_catches_device_print(device):
+    x = torch.tensor([4.0, 9.0, 16.0], device=device)
+    with capture_output() as captured:
+        checked_sqrt(x, block_size=4, verbose=True)
+    assert "x:" in captured.text
+
+
+def test_trace_kernel_records_each_program():
+    x, y, out = torch.arange(6.0), torch.ones(6), torch.empty(6)
+    kernel = interpreted(vector_add_kernel)
+    steps = trace_kernel(vector_add_kernel,
+                         lambda: kernel[(2,)](x, y, out, 6, BLOCK_SIZE=4))
+    masks = [s.values["mask"].tolist() for s in steps if s.call == 1 and "mask" in s.values]
+    assert masks[-1] == [True, True, False, False]
+
+
+SQRT_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",
+                  "BLOCK_SIZE": "constexpr", "VERBOSE": "constexpr"}
+
+
+def test_compile_kernels_reports_errors_and_compiles_correct_kernels():
+    # One fresh compiler process for all three, unaffected by what this process ran.
+    results = compile_kernels([
+        (arange_of_100_kernel, {"out_ptr": "*fp32"}, {}),
+        (vector_add_kernel, VECTOR_ADD_SIGNATURE, {"BLOCK_SIZE": 256}),
+        (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 8, "VERBOSE": True}),
+    ])
+    summary = [(r.error_type, "power of 2" in r.message, r.ptx_lines > 0,
+                "BLOCK_SIZE = 8" in r.printed) for r in results]
+    assert summary == [("CompilationError", True, False, False),
+                       (None, False, True, False),
+                       (None, False, True, True)]
+
+
+def test_run_python_reports_a_segmentation_fault():
+    finished = run_python("import ctypes; print('before', flush=True); ctypes.string_at(0)")
+    assert (finished.returncode, finished.output) == (-11, "before\n")
+
+
+@pytest.mark.skipif(runtime.interpreting(), reason="the interpreter ignores tl.device_assert")
+def test_device_assert_fires_on_gpu_with_debug():
+    code = ("import torch; from triton_guide.debugging import checked_sqrt; "
+            "checked_sqrt(torch.tensor([1.0, -1.0], device='cuda')); torch.cuda.synchronize()")
+    finished = run_python(code, env={"TRITON_DEBUG": "1"})
+    assert finished.returncode != 0 and "every x must be >= 0" in finished.output
