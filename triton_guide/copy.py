@@ -53,20 +53,26 @@ def copy_kernel(
         tl.store(output_ptr + offsets, tl.load(input_ptr + offsets))
 
 
+# What the autotuned copy tries on a GPU: every block size with every warp count.
+AUTOTUNE_BLOCK_SIZES = (256, 1024, 4096)
+AUTOTUNE_NUM_WARPS = (2, 4, 8)
+
+
 def _autotune_configs() -> list[triton.Config]:
     if interpreting():  # the interpreter cannot time configurations: give it one
         return [triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)]
     return [
         triton.Config({"BLOCK_SIZE": block_size}, num_warps=num_warps)
-        for block_size in (256, 1024, 4096)
-        for num_warps in (2, 4, 8)
+        for block_size in AUTOTUNE_BLOCK_SIZES
+        for num_warps in AUTOTUNE_NUM_WARPS
     ]
 
 
-# copy_kernel under triton.autotune: on a GPU, the first launch for a new num_elements
-# times every configuration and keeps the fastest for the later ones.
+# copy_kernel's code under triton.autotune: on a GPU, the first launch for a new
+# num_elements times every configuration and keeps the fastest for the later ones. It is
+# jitted anew so that its compiled variants are its own, not shared with copy_kernel's.
 copy_autotuned_kernel = triton.autotune(configs=_autotune_configs(), key=["num_elements"])(
-    copy_kernel
+    triton.jit(copy_kernel.fn)
 )
 
 
