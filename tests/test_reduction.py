@@ -59,7 +59,9 @@ def test_sum_of_ones_is_exact(method, device):
     assert out.item() == n
 
 
-@pytest.mark.parametrize("num_programs", [1, 3, MAX_PARTIALS], ids=lambda p: f"programs={p}")
+@pytest.mark.parametrize(
+    "num_programs", [1, 3, MAX_PARTIALS], ids=lambda p: f"programs={p}"
+)
 @pytest.mark.parametrize("method", METHODS)
 def test_any_number_of_programs(method, num_programs, device, check):
     x = torch.randn(10_007, device=device)

@@ -3,10 +3,10 @@
 One program can only reduce what it holds. To sum a vector longer than one block, each
 program first sums its own share (:func:`program_sum`). The per-program sums are then
 combined either by a second, one-program kernel (:func:`sum_partials_kernel`): the
-*two-stage* reduction, deterministic; or by every program adding its sum into one float32
-cell with ``tl.atomic_add`` (:func:`atomic_sum_kernel`): one launch, but the additions
-happen in whatever order the programs finish, so on a GPU the last bits of the result can
-change from run to run.
+*two-stage* reduction, deterministic; or by every program adding its sum into one
+float32 cell with ``tl.atomic_add`` (:func:`atomic_sum_kernel`): one launch, but the
+additions happen in whatever order the programs finish, so on a GPU the last bits of the
+result can change from run to run.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def partial_sums_kernel(
     num_elements,
     BLOCK_SIZE: tl.constexpr,
 ):
-    """Stage 1: every program writes its own sum to its own cell; no two write the same."""
+    """Stage 1: every program writes its sum to its own cell; no two share a cell."""
     total = program_sum(x_ptr, num_elements, BLOCK_SIZE)
     tl.store(partials_ptr + tl.program_id(0), total)
 
@@ -100,12 +100,12 @@ def vector_sum(
     block_size: int = 1024,
     num_programs: int | None = None,
 ) -> torch.Tensor:
-    """Sum of all elements of ``x`` (a 0-d tensor of ``x``'s dtype), added up in float32.
+    """Sum of all elements of ``x`` (a 0-d tensor of ``x``'s dtype), added in float32.
 
-    ``method`` is ``"two_stage"`` (a partial sum per program, then one program adds them:
-    the same bits every run) or ``"atomic"`` (every program ``tl.atomic_add``-s its sum
-    into one cell: one launch, order decided at run time). ``num_programs`` defaults to
-    one per block, at most :data:`MAX_PARTIALS`.
+    ``method`` is ``"two_stage"`` (a partial sum per program, then one program adds
+    them: the same bits every run) or ``"atomic"`` (every program ``tl.atomic_add``-s
+    its sum into one cell: one launch, order decided at run time). ``num_programs``
+    defaults to one per block, at most :data:`MAX_PARTIALS`.
     """
     check_tensor("x", x)
     check_contiguous("x", x)
@@ -124,7 +124,9 @@ def vector_sum(
     out = torch.zeros((), dtype=torch.float32, device=x.device)
     if method == "two_stage":
         partials = torch.empty(num_programs, dtype=torch.float32, device=x.device)
-        partial_sums_kernel[(num_programs,)](x, partials, num_elements, BLOCK_SIZE=block_size)
+        partial_sums_kernel[(num_programs,)](
+            x, partials, num_elements, BLOCK_SIZE=block_size
+        )
         sum_partials_kernel[(1,)](
             partials, out, num_programs, BLOCK_SIZE=triton.next_power_of_2(num_programs)
         )

@@ -13,7 +13,8 @@ fail. The right versions are the package's own kernels, the ones the tests check
 You will learn what these look like, and their fixes:
 
 * a load or store without a mask; launching ``N // B`` programs;
-* a forgotten ``[:, None]``; assuming a tensor is contiguous when it is a transposed view;
+* a forgotten ``[:, None]``; assuming a tensor is contiguous when it is a transposed
+  view;
 * ``other=0`` where a maximum needs ``-inf``; int32 offsets on a large tensor;
 * a block size that is not a power of two;
 * programs that add into one output without atomics;
@@ -23,8 +24,8 @@ You will learn what these look like, and their fixes:
 # %%
 # Where this page ran
 # -------------------
-# ``triton_guide`` is imported first: it decides between the GPU and the interpreter, and
-# that must happen before Triton itself is loaded.
+# ``triton_guide`` is imported first: it decides between the GPU and the interpreter,
+# and that must happen before Triton itself is loaded.
 
 import math
 
@@ -45,9 +46,9 @@ torch.manual_seed(0)
 # %%
 # 1. A load and a store without a mask
 # ------------------------------------
-# The last program of a launch usually owns a partial block. Without a mask its extra lanes
-# read and write memory past the end of the tensor. Here is the vector-add kernel with the
-# masks left out:
+# The last program of a launch usually owns a partial block. Without a mask its extra
+# lanes read and write memory past the end of the tensor. Here is the vector-add kernel
+# with the masks left out:
 
 
 @triton.jit
@@ -62,7 +63,8 @@ def wrong_add_without_mask(x_ptr, y_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
 # %%
 # To watch what happens without risking a crash, the 10-element input and output are the
 # start of larger buffers, so that "past the end" is memory we own and can print. The
-# input's neighbours hold 7, the output's neighbours hold -1 (say, another tensor's data).
+# input's neighbours hold 7, the output's neighbours hold -1 (say, another tensor's
+# data).
 
 n, block = 10, 16
 x_buffer = torch.full((block + 4,), 7.0, device=device)
@@ -79,13 +81,14 @@ print(f"lanes {n}..{block - 1} read the neighbours' 7s and overwrote {block - n}
       "elements of the neighbouring data with 14")
 
 # %%
-# Nothing failed: the wrong kernel silently corrupted the data next to its output. That is
-# what happens on a GPU too, as long as the stray lanes stay inside memory the process owns
-# (PyTorch's allocator hands out slices of large blocks, so they usually do). Past the end
-# of everything allocated, a GPU stops with an "illegal memory access" error that ends the
-# process's CUDA context; the interpreter instead reads and writes whatever CPU memory lies
-# there, which can corrupt the Python process's heap and crash it later. The lines above
-# were printed by whichever of the two ran this page (see the first cell).
+# Nothing failed: the wrong kernel silently corrupted the data next to its output. That
+# is what happens on a GPU too, as long as the stray lanes stay inside memory the
+# process owns (PyTorch's allocator hands out slices of large blocks, so they usually
+# do). Past the end of everything allocated, a GPU stops with an "illegal memory access"
+# error that ends the process's CUDA context; the interpreter instead reads and writes
+# whatever CPU memory lies there, which can corrupt the Python process's heap and crash
+# it later. The lines above were printed by whichever of the two ran this page (see the
+# first cell).
 #
 # **Fix**: ``mask = offsets < n`` on every load and store, as in
 # :func:`triton_guide.vector_add`.
@@ -93,30 +96,30 @@ print(f"lanes {n}..{block - 1} read the neighbours' 7s and overwrote {block - n}
 # %%
 # 2. ``N // B`` programs
 # ----------------------
-# ``N // B`` rounds down: when ``N`` is not a multiple of ``B`` the tail is never touched.
-# The package's correct kernel, launched with the wrong grid, on an output filled with NaN
-# so that unwritten elements show:
+# ``N // B`` rounds down: when ``N`` is not a multiple of ``B`` the tail is never
+# touched. The package's correct kernel, launched with the wrong grid, on an output
+# filled with NaN so that unwritten elements show:
 
 n, block = 1000, 64
 a, b = torch.randn(2, n, device=device).unbind(0)
 out = torch.full((n,), math.nan, device=device)
 vector_add_kernel[(n // block,)](a, b, out, n, BLOCK_SIZE=block)
-print(f"grid = {n} // {block} = {n // block} programs cover {n // block * block} elements; "
-      f"{int(out.isnan().sum())} of {n} outputs were never written")
+print(f"grid = {n} // {block} = {n // block} programs cover {n // block * block} "
+      f"elements; {int(out.isnan().sum())} of {n} outputs were never written")
 out = vector_add(a, b, block_size=block)
 print(f"grid = cdiv({n}, {block}) = {triton.cdiv(n, block)} programs: "
       f"{int(out.isnan().sum())} unwritten, equal to a + b: {torch.equal(out, a + b)}")
 
 # %%
-# **Fix**: ``triton.cdiv(N, B)`` programs (``(N + B - 1) // B``), and a mask for the tail.
-# Filling outputs with NaN while developing makes every unwritten element visible.
+# **Fix**: ``triton.cdiv(N, B)`` programs (``(N + B - 1) // B``), and a mask for the
+# tail. Filling outputs with NaN while developing makes every unwritten element visible.
 
 # %%
 # 3. ``[:, None]`` forgotten
 # --------------------------
-# A 2D tile of offsets is a column of row indices plus a row of column indices. Forget the
-# ``[:, None]`` and ``[None, :]`` and the two blocks are added lane by lane instead: with
-# equal block sizes that still compiles, and gives the *diagonal* of each tile.
+# A 2D tile of offsets is a column of row indices plus a row of column indices. Forget
+# the ``[:, None]`` and ``[None, :]`` and the two blocks are added lane by lane instead:
+# with equal block sizes that still compiles, and gives the *diagonal* of each tile.
 
 
 @triton.jit
@@ -172,8 +175,8 @@ print(f"with the real strides it is base again: {torch.equal(right, base)}; "
 
 # %%
 # **Fix**: pass ``x.stride(i)`` to the kernel and use them (as
-# :func:`triton_guide.transpose` does), or refuse non-contiguous input with a clear error,
-# as :func:`triton_guide.vector_add` does:
+# :func:`triton_guide.transpose` does), or refuse non-contiguous input with a clear
+# error, as :func:`triton_guide.vector_add` does:
 
 try:
     vector_add(view, view)
@@ -242,7 +245,9 @@ print(f"the offset of row r is r * {vocab:,}: it passes 2**31 at row "
 
 
 @triton.jit
-def row_offsets(out_ptr, first_row, row_stride, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+def row_offsets(
+    out_ptr, first_row, row_stride, BLOCK: tl.constexpr, WIDE: tl.constexpr
+):
     rows = first_row + tl.arange(0, BLOCK)  # int32, like a row from tl.program_id
     if WIDE:
         rows = rows.to(tl.int64)  # the fix: widen before multiplying
@@ -262,14 +267,14 @@ for i in range(4):
 # A negative offset points before the tensor: the kernel reads or writes someone else's
 # memory, or faults. **Fix**: widen to int64 before the multiplication,
 # ``row.to(tl.int64) * row_stride`` (the package's attention kernels do this for their
-# batch and head offsets). This project's launchers refuse tensors of ``2**31`` elements or
-# more with a named error rather than risk it.
+# batch and head offsets). This project's launchers refuse tensors of ``2**31`` elements
+# or more with a named error rather than risk it.
 
 # %%
 # 7. A block size that is not a power of two
 # ------------------------------------------
-# ``tl.arange(0, 1000)`` is refused when the kernel is compiled (the interpreter checks it
-# too):
+# ``tl.arange(0, 1000)`` is refused when the kernel is compiled (the interpreter checks
+# it too):
 
 
 @triton.jit
@@ -284,9 +289,9 @@ except Exception as error:  # CompilationError on a GPU, InterpreterError on the
     print(f"{type(error).__name__}: ...{message[-60:]}")
 
 # %%
-# **Fix**: round the block up, ``triton.next_power_of_2(n)``, and mask the extra lanes; the
-# package's softmax does this for its rows. The padding costs lanes that do nothing, and
-# for a length just past a power of two it is almost half the block:
+# **Fix**: round the block up, ``triton.next_power_of_2(n)``, and mask the extra lanes;
+# the package's softmax does this for its rows. The padding costs lanes that do nothing,
+# and for a length just past a power of two it is almost half the block:
 
 for length in (1000, 1025, 4097):
     padded = triton.next_power_of_2(length)
@@ -294,7 +299,8 @@ for length in (1000, 1025, 4097):
           f"({(padded - length) / padded:.0%})")
 row = torch.randn(3, 1000, device=device)
 error = (softmax(row) - softmax_reference(row)).abs().max().item()
-print(f"softmax on rows of 1000 (block 1024, masked): largest difference from torch {error:.1e}")
+print(f"softmax on rows of 1000 (block 1024, masked): largest difference from torch "
+      f"{error:.1e}")
 
 # %%
 # 8. Programs adding into one output without atomics
@@ -325,11 +331,11 @@ print(f"vector_sum (atomic): {int(vector_sum(ones, method='atomic').item()):,}; 
       f"vector_sum (two-stage): {int(vector_sum(ones).item()):,}")
 
 # %%
-# The interpreter runs the programs one after another, so no two of them ever overlap and
-# it gets the right answer: **it cannot show a race**. On a GPU thousands of programs run
-# at once and the sums above come out short (run this page on one to see by how much).
-# Here is the interleaving that loses an update, replayed by hand for two programs that
-# each add 1024:
+# The interpreter runs the programs one after another, so no two of them ever overlap
+# and it gets the right answer: **it cannot show a race**. On a GPU thousands of
+# programs run at once and the sums above come out short (run this page on one to see by
+# how much). Here is the interleaving that loses an update, replayed by hand for two
+# programs that each add 1024:
 
 cell = 0.0
 a_sees = cell  # program A loads the cell
@@ -347,9 +353,9 @@ print(f"A and B both loaded {a_sees:.0f}; the cell ends at {cell:.0f}, not 2048"
 # %%
 # 9. Normalising the softmax inside each tile
 # -------------------------------------------
-# Attention kernels read the keys in tiles. Applying a softmax to each tile's scores on its
-# own makes each tile's weights sum to 1, so a query's weights over all keys sum to the
-# number of tiles:
+# Attention kernels read the keys in tiles. Applying a softmax to each tile's scores on
+# its own makes each tile's weights sum to 1, so a query's weights over all keys sum to
+# the number of tiles:
 
 scores = torch.randn(256, dtype=torch.float64)
 tile = 64
@@ -361,21 +367,22 @@ print(f"{scores.numel()} scores in tiles of {tile}: per-tile weights sum to "
 
 # %%
 # **Fix**: the online softmax, which carries a running maximum and sum from tile to tile
-# and rescales what it has accumulated; the
-# :ref:`flash attention page <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>`
-# runs the wrong version on a full attention and then builds the right one.
+# and rescales what it has accumulated; the :ref:`flash attention page
+# <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>` runs the wrong version
+# on a full attention and then builds the right one.
 
 # %%
 # Takeaways
 # ---------
-# * Mask every load and store that can reach past the end; launch ``cdiv(N, B)`` programs;
-#   fill outputs with NaN while developing, so that gaps show.
-# * Build 2D offsets with ``[:, None]`` and ``[None, :]``, from the tensor's real strides.
+# * Mask every load and store that can reach past the end; launch ``cdiv(N, B)``
+#   programs; fill outputs with NaN while developing, so that gaps show.
+# * Build 2D offsets with ``[:, None]`` and ``[None, :]``, from the tensor's real
+#   strides.
 # * Pad a masked load with the identity of the reduction: ``-inf`` for a max.
 # * Widen to int64 before multiplying a row index by a stride on large tensors.
 # * Blocks are powers of two: round up and mask.
-# * Combine programs with atomics or a second pass, never with a plain load and store; the
-#   interpreter cannot show that race.
+# * Combine programs with atomics or a second pass, never with a plain load and store;
+#   the interpreter cannot show that race.
 # * Normalise a softmax once, over the whole row (online, across tiles).
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.transpose`,

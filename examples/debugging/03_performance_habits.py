@@ -4,10 +4,11 @@ Performance habits, measured
 
 Advice about kernel speed is easy to give and easy to get wrong: "bigger blocks are
 faster", "masks are expensive", "always autotune". This page measures each habit on the
-simplest memory-bound kernel there is, a copy, where nothing but memory access varies. On a
-GPU every claim below comes with a plot or a number from the run that built the page;
-under the interpreter, timings mean nothing, so those cells say so and show what can be
-shown without a clock: how the work is divided, and which addresses the lanes touch.
+simplest memory-bound kernel there is, a copy, where nothing but memory access varies.
+On a GPU every claim below comes with a plot or a number from the run that built the
+page; under the interpreter, timings mean nothing, so those cells say so and show what
+can be shown without a clock: how the work is divided, and which addresses the lanes
+touch.
 
 You will learn:
 
@@ -21,8 +22,8 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
-# ``triton_guide`` is imported first: it decides between the GPU and the interpreter, and
-# that must happen before Triton itself is loaded.
+# ``triton_guide`` is imported first: it decides between the GPU and the interpreter,
+# and that must happen before Triton itself is loaded.
 
 import os
 import tempfile
@@ -49,29 +50,30 @@ torch.manual_seed(0)
 # %%
 # The kernel: a copy
 # ------------------
-# A copy reads each element once and writes it once, with no arithmetic in between, so its
-# speed is the memory system's speed. It counts ``2 * 4`` bytes per float32 element.
+# A copy reads each element once and writes it once, with no arithmetic in between, so
+# its speed is the memory system's speed. It counts ``2 * 4`` bytes per float32 element.
 #
 # .. literalinclude:: /../triton_guide/copy.py
 #    :pyobject: copy_kernel
 #
-# ``BOUNDS`` is a ``tl.constexpr``, so each of its three values compiles to its own kernel
-# with only its own branch in it. First, check that every variant copies exactly:
+# ``BOUNDS`` is a ``tl.constexpr``, so each of its three values compiles to its own
+# kernel with only its own branch in it. First, check that every variant copies exactly:
 
 n = runtime.pick(interpreter=10_000, gpu=2**26)
 x = torch.randn(n, device=device)
 for bounds in ("mask", "branch", "none"):
-    exact = torch.equal(copy(x, bounds=bounds, block_size=16 if bounds == "none" else 1024), x)
+    block_size = 16 if bounds == "none" else 1024  # "none" needs n % block_size == 0
+    exact = torch.equal(copy(x, bounds=bounds, block_size=block_size), x)
     print(f"bounds={bounds!r:<9} copies all {n:,} elements exactly: {exact}")
 
 # %%
 # Block size and ``num_warps``
 # ----------------------------
-# A program handles ``BLOCK_SIZE`` elements with ``num_warps * 32`` threads, so each thread
-# handles ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and threads sit
-# idle or load less than the 16 bytes one instruction can move; too many, and a program
-# needs many registers and the GPU fits fewer programs at once. The division, for a copy of
-# ``n`` elements:
+# A program handles ``BLOCK_SIZE`` elements with ``num_warps * 32`` threads, so each
+# thread handles ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and
+# threads sit idle or load less than the 16 bytes one instruction can move; too many,
+# and a program needs many registers and the GPU fits fewer programs at once. The
+# division, for a copy of ``n`` elements:
 
 block_sizes = [128, 256, 512, 1024, 2048, 4096, 8192]
 warp_counts = [1, 2, 4, 8, 16]
@@ -110,10 +112,10 @@ if results is not None:
 # %%
 # Coalescing: rows against columns
 # --------------------------------
-# A warp's 32 lanes issue their loads together, and memory is fetched in 32-byte sectors.
-# When neighbouring lanes read neighbouring addresses, 32 float32 lanes need 4 sectors;
-# when each lane's address is a whole row apart, they need 32, and 28 of every 32 bytes
-# fetched are thrown away. Both walks below copy the same matrix:
+# A warp's 32 lanes issue their loads together, and memory is fetched in 32-byte
+# sectors. When neighbouring lanes read neighbouring addresses, 32 float32 lanes need 4
+# sectors; when each lane's address is a whole row apart, they need 32, and 28 of every
+# 32 bytes fetched are thrown away. Both walks below copy the same matrix:
 #
 # .. literalinclude:: /../triton_guide/copy.py
 #    :pyobject: copy_rows_kernel
@@ -148,30 +150,33 @@ for walk in walks:
 if runtime.timings_meaningful():
     matrix_bytes = 2 * matrix.numel() * item
     bandwidth = {
-        walk: gb_per_s(matrix_bytes, median_ms(lambda w=walk: copy_matrix(matrix, walk=w)))
+        walk: gb_per_s(
+            matrix_bytes, median_ms(lambda w=walk: copy_matrix(matrix, walk=w))
+        )
         for walk in walks
     }
     for walk, value in bandwidth.items():
         print(f"walk={walk:<8} {value:7.0f} GB/s")
-    print(f"walking down columns is {bandwidth['rows'] / bandwidth['columns']:.1f}x slower")
+    slowdown = bandwidth["rows"] / bandwidth["columns"]
+    print(f"walking down columns is {slowdown:.1f}x slower")
 else:
     print("Timings need a GPU: this cell measures only when run on one.")
 
 # %%
-# The column walk loses less than the 8x of wasted sectors would suggest when neighbouring
-# programs read neighbouring columns at about the same time: the sectors one program
-# wastes, the next may find in the L2 cache. Do not count on it: make the lanes of a
-# program walk along the dimension with stride 1.
+# The measured gap need not be the full 8x of wasted sectors: programs that run at about
+# the same time read neighbouring columns, so a sector fetched for one program may still
+# be in the L2 cache when the next one needs it. Do not count on that: make the lanes of
+# a program walk along the dimension with stride 1.
 
 # %%
 # Masks against branches
 # ----------------------
-# Only the last program of a launch can run past the end, yet the usual kernel masks every
-# block. Three ways to handle the end (see the kernel above): mask every block; branch on
-# the program id so that full blocks skip the mask; or, when the length is a multiple of
-# the block, no check at all. A branch like that is on a scalar, the same for the whole
-# program; a condition that differs per lane cannot be an ``if`` in Triton, it is a mask or
-# ``tl.where``.
+# Only the last program of a launch can run past the end, yet the usual kernel masks
+# every block. Three ways to handle the end (see the kernel above): mask every block;
+# branch on the program id so that full blocks skip the mask; or, when the length is a
+# multiple of the block, no check at all. A branch like that is on a scalar, the same
+# for the whole program; a condition that differs per lane cannot be an ``if`` in
+# Triton, it is a mask or ``tl.where``.
 
 block_size = 1024
 blocks = triton.cdiv(n, block_size)
@@ -183,32 +188,32 @@ if runtime.timings_meaningful():
         for bounds in ("mask", "branch", "none")
     }
     for bounds, value in rates.items():
-        print(f"bounds={bounds!r:<9} {value:7.0f} GB/s ({value / rates['none']:.3f}x no check)")
+        print(f"bounds={bounds!r:<9} {value:7.0f} GB/s "
+              f"({value / rates['none']:.3f}x no check)")
 else:
     print("Timings need a GPU: this cell measures only when run on one.")
 
 # %%
-# The comparison is per element, on the same loads and stores; the mask adds one compare
-# per element to a kernel that waits on memory anyway. Keep the mask unless a measurement
-# says otherwise.
+# The three variants do the same loads and stores; the mask adds one comparison per
+# element to a kernel that spends its time waiting on memory. Read the numbers above
+# before contorting a kernel to avoid a mask.
 
 # %%
 # What autotuning picks, and what it costs
 # ----------------------------------------
-# ``triton.autotune`` compiles and times every configuration it is given, the first time a
-# kernel is called with a new value of its ``key`` arguments, and reuses the winner after
-# that. The package's autotuned copy tries every pair of these:
+# ``triton.autotune`` compiles and times every configuration it is given, the first time
+# a kernel is called with a new value of its ``key`` arguments, and reuses the winner
+# after that. The package's autotuned copy tries every pair of these:
 
 configs = len(AUTOTUNE_BLOCK_SIZES) * len(AUTOTUNE_NUM_WARPS)
 print(f"BLOCK_SIZE in {AUTOTUNE_BLOCK_SIZES} x num_warps in {AUTOTUNE_NUM_WARPS}: "
       f"{configs} configurations, each compiled and timed on the first call")
-print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 
 # %%
 # On a GPU: the first call, the calls after it, and, for scale, one compilation of one
 # configuration. Triton keeps compiled kernels in an on-disk cache, which would make a
-# second build of this page look cheaper than a first; an empty cache directory, for this
-# cell only, makes both compile for real.
+# second build of this page look cheaper than a first; an empty cache directory, for
+# this cell only, makes both compile for real.
 
 if runtime.timings_meaningful():
     def wall_seconds(fn):
@@ -231,34 +236,39 @@ if runtime.timings_meaningful():
         else:
             os.environ["TRITON_CACHE_DIR"] = previous_cache
     later_call = median_ms(lambda: copy(x, autotune=True))
+    print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
     best = copy_autotuned_kernel.best_config
     print(f"first call (compile and time {configs} configurations): {first_call:.2f} s")
-    print(f"later calls: {later_call:.3f} ms, {gb_per_s(2 * 4 * n, later_call):.0f} GB/s")
+    print(f"later calls: {later_call:.3f} ms, "
+          f"{gb_per_s(2 * 4 * n, later_call):.0f} GB/s")
     print(f"one compilation, for scale: {one_compile:.2f} s")
     print(f"chosen: BLOCK_SIZE {best.kwargs['BLOCK_SIZE']}, num_warps {best.num_warps}")
     timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
     for config, measured in sorted(timings.items(), key=lambda item: item[1][0]):
         median = measured[0] if isinstance(measured, (list, tuple)) else measured
-        print(f"  BLOCK_SIZE {config.kwargs['BLOCK_SIZE']:>5}, {config.num_warps} warps: "
+        block = config.kwargs["BLOCK_SIZE"]
+        print(f"  BLOCK_SIZE {block:>5}, {config.num_warps} warps: "
               f"{gb_per_s(2 * 4 * n, median):7.0f} GB/s")
 else:
     print("Timings need a GPU: under the interpreter autotune gets one configuration, "
           "since it cannot time any.")
+    print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 
 # %%
 # The first call pays for every configuration, in every process that calls it with a new
-# key, so a key that changes often (here, every new length) pays again and again. Autotune
-# over few configurations, with a key that changes rarely, or choose by a rule once the
-# sweep above has shown what wins.
+# key, so a key that changes often (here, every new length) pays again and again.
+# Autotune over few configurations, with a key that changes rarely, or choose by a rule
+# once the sweep above has shown what wins.
 
 # %%
 # Takeaways
 # ---------
-# * Measure before tuning: on a memory-bound kernel the sweep shows how flat, or not, the
-#   block size and warp count landscape is.
+# * Measure before tuning: on a memory-bound kernel the sweep shows how flat, or not,
+#   the block size and warp count landscape is.
 # * Let neighbouring lanes read neighbouring addresses; walking down columns wastes most
 #   of every sector fetched.
-# * A mask costs little next to the memory it guards; keep it.
+# * Measure what a mask costs before removing it; the cell above compares all three
+#   ways.
 # * Autotuning costs compilations and timings on the first call of every new key.
 #
 # Used here: :func:`triton_guide.copy.copy`, :func:`triton_guide.copy.copy_matrix`,
