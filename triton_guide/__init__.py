@@ -7,6 +7,7 @@ in the Triton interpreter on the CPU (see :mod:`triton_guide.runtime`).
 from . import runtime  # first: it sets TRITON_INTERPRET before any kernel is defined
 from .attention import attention, attention_reference
 from .matmul import matmul, matmul_reference
+from .reduction import vector_sum, vector_sum_reference
 from .softmax import softmax, softmax_naive, softmax_reference
 from .transpose import transpose, transpose_reference
 from .vector_add import vector_add, vector_add_reference
@@ -24,5 +25,7 @@ __all__ = [
     "transpose_reference",
     "vector_add",
     "vector_add_reference",
+    "vector_sum",
+    "vector_sum_reference",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,259 @@
+"""
+Reductions across programs: two stages or atomics
+=================================================
+
+A program can sum the block it holds with one ``tl.sum``. A vector of a hundred million
+elements is tens of thousands of blocks, held by many programs that cannot see each
+other's registers. Their partial sums have to meet somewhere, and there are two common
+places: a second kernel, or one memory cell that every program adds into with an atomic.
+This page builds both, checks them against a float64 sum, and measures what each costs:
+in reproducibility, because float32 addition depends on order, and in time, next to
+``torch.sum``.
+
+You will learn:
+
+* the two-stage reduction: a partial sum per program, then one program adds the
+  partials;
+* ``tl.atomic_add``: one launch, every program adds into the same cell;
+* why float32 sums change with the order of the additions, with numbers, and which of
+  the two methods gives the same bits every run;
+* how fast each is against ``torch.sum``.
+"""
+
+# %%
+# Where this page ran
+# -------------------
+# ``triton_guide`` is imported before anything else from Triton: it decides whether
+# kernels run on the GPU or in the interpreter, and that must happen before Triton is
+# loaded.
+
+import numpy as np
+import torch
+
+from triton_guide import runtime, vector_sum, vector_sum_reference
+from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
+from triton_guide.testing import assert_close
+
+import triton  # noqa: E402  (after triton_guide, see above)
+
+print(runtime.describe())
+device = runtime.device()
+torch.manual_seed(0)
+
+# %%
+# One block is not enough
+# -----------------------
+# With 1024 elements per block, a vector of ``n`` elements is ``cdiv(n, 1024)`` blocks.
+# We launch at most ``MAX_PARTIALS`` programs; when there are more blocks than that,
+# each program walks through several of them, striding by the whole grid so that at
+# every step the programs together read one unbroken stretch of memory.
+
+n = runtime.pick(interpreter=100_003, gpu=2**26 + 3)
+block_size = 1024
+blocks = triton.cdiv(n, block_size)
+num_programs = min(blocks, MAX_PARTIALS)
+print(f"n = {n:,} float32 elements = {n * 4 / 1e6:,.1f} MB; {blocks:,} blocks of "
+      f"{block_size}")
+print(f"{num_programs} programs, each summing at most "
+      f"{triton.cdiv(blocks, num_programs)} block(s)")
+
+# %%
+# Stage 1: a partial sum per program
+# ----------------------------------
+# Each program keeps one running float32 sum per lane while it walks its blocks, and
+# adds the lanes together once at the end. Loads past the end read 0, which changes no
+# sum.
+#
+# .. literalinclude:: /../triton_guide/reduction.py
+#    :pyobject: program_sum
+#
+# The first kernel stores that sum in the program's own cell of a ``partials`` buffer.
+# No two programs write the same cell, so nothing can go wrong between them:
+#
+# .. literalinclude:: /../triton_guide/reduction.py
+#    :pyobject: partial_sums_kernel
+#
+# Stage 2: one program adds the partials
+# --------------------------------------
+# The partials are few (at most ``MAX_PARTIALS``), so one program loads them all as one
+# block and sums them, in the same order every time:
+#
+# .. literalinclude:: /../triton_guide/reduction.py
+#    :pyobject: sum_partials_kernel
+#
+# The second launch costs little memory traffic, next to the first:
+
+print(f"stage 1 reads {n * 4:,} bytes; stage 2 reads {num_programs * 4:,} bytes "
+      f"({num_programs / n:.2%} of stage 1)")
+
+# %%
+# One stage with an atomic
+# ------------------------
+# Instead of a buffer and a second launch, every program can add its sum straight into
+# one float32 cell. A plain load-add-store would race: two programs read the same old
+# value and one of the two additions is lost (the
+# :ref:`common mistakes <sphx_glr_auto_examples_debugging_02_common_mistakes.py>` page
+# shows that happening). ``tl.atomic_add`` makes each read-modify-write indivisible:
+#
+# .. literalinclude:: /../triton_guide/reduction.py
+#    :pyobject: atomic_sum_kernel
+#
+# The launcher zeroes the cell, launches one or two kernels and returns a 0-d tensor of
+# the input's dtype, like ``torch.sum``:
+#
+# .. literalinclude:: /../triton_guide/reduction.py
+#    :pyobject: vector_sum
+#    :start-at: out = torch.zeros
+
+# %%
+# Check against a float64 sum
+# ---------------------------
+# The reference is the float64 sum. The sum of ``n`` random-sign numbers is typically of
+# size ``||x||_2`` (and can land near zero), so the error is measured against that
+# scale.
+
+x = torch.randn(n, device=device)
+exact = vector_sum_reference(x.double())
+scale = x.double().norm().item()
+print(f"float64 sum = {exact.item():.6f}; ||x||_2 = {scale:.1f}")
+for method in ("two_stage", "atomic"):
+    for dtype in (torch.float32, torch.float16):
+        values = x.to(dtype)
+        got = vector_sum(values, method=method)
+        exact_of_values = vector_sum_reference(values.double())
+        assert_close(got, exact_of_values, rtol=1e-2, atol=1e-2 * scale)
+        error = abs(got.double().item() - exact_of_values.item()) / scale
+        print(f"{method:<9} {str(dtype):<13}: {got.item():14.6f}, "
+              f"error / ||x||_2 = {error:.1e}")
+error = abs(x.sum().double().item() - exact.item()) / scale
+print(f"torch.sum float32    : {x.sum().item():14.6f}, error / ||x||_2 = {error:.1e}")
+
+# %%
+# Float32 addition depends on the order
+# -------------------------------------
+# Real-number addition is associative; float32 addition is not, because every addition
+# rounds to 24 significant bits. The smallest example: above ``2**24`` float32 cannot
+# hold every integer, so adding 1 can vanish:
+
+big = torch.tensor(2.0**24)
+print(f"(2**24 + 1) - 2**24 = {((big + 1) - big).item()}   "
+      f"(2**24 - 2**24) + 1 = {((big - big) + 1).item()}")
+
+# %%
+# The same happens, less visibly, in every long sum. Below, the same float32 numbers are
+# added one at a time in different orders (``np.add.accumulate`` adds strictly left to
+# right), next to our two kernels and ``torch.sum``. Every line is a correct float32
+# sum of the same values; they differ only in order.
+
+values = x.cpu().numpy()
+orders = {
+    "left to right": values,
+    "smallest magnitude first": values[np.argsort(np.abs(values))],
+    "largest magnitude first": values[np.argsort(-np.abs(values))],
+    "shuffled": values[np.random.default_rng(0).permutation(n)],
+}
+sums = {name: float(np.add.accumulate(v)[-1]) for name, v in orders.items()}
+sums["two-stage kernel"] = vector_sum(x, method="two_stage").item()
+sums["atomic kernel"] = vector_sum(x, method="atomic").item()
+sums["torch.sum"] = x.sum().item()
+for name, total in sums.items():
+    print(f"{name:<25} {total:16.8f}   off the float64 sum by "
+          f"{total - exact.item():+.2e}")
+print(f"{len(set(sums.values()))} different results from {len(sums)} orders of the "
+      "same numbers")
+ratio = abs(sums["left to right"] - exact.item()) / abs(
+    sums["two-stage kernel"] - exact.item()
+)
+print(f"left to right is {ratio:,.0f}x further from the float64 sum than the "
+      "two-stage kernel")
+
+# %%
+# Adding one number at a time is the least accurate way: after a few thousand terms the
+# running total is large, and each small number added to it loses its low bits. Blocked
+# sums (per lane, per program, then across programs) add numbers of similar size at
+# every level, which is why both kernels and ``torch.sum`` land closer.
+
+# %%
+# Run to run: which method gives the same bits?
+# ---------------------------------------------
+# The two-stage kernel fixes the order of every addition: the same input gives the same
+# bits on every run. The atomic kernel adds the partial sums in whatever order the
+# programs reach the cell, which on a GPU changes from run to run. The interpreter runs
+# programs one after another, always in the same order, so there it cannot show this; we
+# therefore also replay what a GPU does: take the programs' partial sums (stage 1) and
+# add them in random orders, as the atomics would.
+
+runs = runtime.pick(interpreter=5, gpu=20)
+two_stage = torch.stack([vector_sum(x, method="two_stage") for _ in range(runs)])
+atomic = torch.stack([vector_sum(x, method="atomic") for _ in range(runs)])
+for name, results in (("two-stage", two_stage), ("atomic", atomic)):
+    distinct = results.unique()
+    spread = (distinct.max() - distinct.min()).item()
+    print(f"{name:<9}: {len(distinct)} distinct result(s) in {runs} runs, "
+          f"spread {spread:.2e}")
+
+partials = torch.empty(num_programs, dtype=torch.float32, device=device)
+partial_sums_kernel[(num_programs,)](x, partials, n, BLOCK_SIZE=block_size)
+partial_values = partials.cpu().numpy()
+generator = np.random.default_rng(1)
+orderings = 20
+replayed = {
+    float(np.add.accumulate(partial_values[generator.permutation(num_programs)])[-1])
+    for _ in range(orderings)
+}
+print(f"{num_programs} partial sums added in {orderings} random orders "
+      "(as atomics do): "
+      f"{len(replayed)} distinct results, spread {max(replayed) - min(replayed):.2e}")
+
+# %%
+# The differences sit in the last bits, well inside any tolerance on this sum. They
+# matter elsewhere: a training run that must repeat bit for bit, or a test that compares
+# two runs for equality, needs the two-stage kernel (PyTorch's
+# ``torch.use_deterministic_algorithms`` exists for the same reason).
+
+# %%
+# Speed against torch.sum
+# -----------------------
+# A sum reads each element once and does one addition, so it is bound by memory
+# bandwidth: GB/s counts the 4 bytes read per element.
+
+sizes = [2**k for k in range(16, 29, 2)]
+
+
+def timed(method):
+    def prepare(size):
+        data = torch.randn(size, device=device)
+        if method == "torch.sum":
+            return lambda: data.sum()
+        return lambda: vector_sum(data, method=method)
+    return prepare
+
+
+results = sweep(
+    sizes,
+    {name: timed(name) for name in ("two_stage", "atomic", "torch.sum")},
+    lambda size, ms: gb_per_s(4 * size, ms),
+    label="n",
+)
+if results is not None:
+    plot(sizes, results, xlabel="elements (float32)", ylabel="GB/s",
+         title="sum of a vector")
+    for name in ("two_stage", "atomic"):
+        ratio = results[name][-1] / results["torch.sum"][-1]
+        print(f"at n = 2^{sizes[-1].bit_length() - 1}: {name} reaches "
+              f"{ratio:.2f}x torch.sum's bandwidth")
+
+# %%
+# Takeaways
+# ---------
+# * To reduce across programs, give each program its own output cell and add the cells
+#   in a second, small launch; or add into one cell with ``tl.atomic_add``.
+# * Never combine programs with a plain load and store to one address: that is a race.
+# * Float32 sums depend on the order of the additions. The two-stage kernel fixes the
+#   order and repeats bit for bit; atomics do not, on a GPU.
+# * Accumulate in float32 even for float16 input.
+#
+# Used here: :func:`triton_guide.vector_sum`, :func:`triton_guide.vector_sum_reference`,
+# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`,
+# :func:`triton_guide.benchmark.plot`.
