@@ -10,7 +10,7 @@ import triton_guide  # noqa: E402  (decides GPU or interpreter before any exampl
 from sphinx_gallery.sorting import ExplicitOrder  # noqa: E402
 
 # The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
-GALLERY_SECTIONS = ["basics", "core_kernels", "debugging"]
+GALLERY_SECTIONS = ["basics", "core_kernels", "debugging", "exercises"]
 
 project = "triton-guide"
 author = "the triton-guide developers"
@@ -25,6 +25,7 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
+    "sphinx_design",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

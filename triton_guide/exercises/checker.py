@@ -4,7 +4,8 @@ Every case builds fresh inputs from a seed, calls ``solve`` with them and compar
 with the reference computed in float64. The checker sets three traps that a plain
 ``torch.allclose`` would miss:
 
-* outputs arrive filled with NaN, so an element the kernel never writes shows up as NaN;
+* outputs arrive filled with NaN (with a payload of the checker's own), so an element the
+  kernel never writes shows up, and is named as never written;
 * every tensor sits inside a larger buffer with margins before and after it: an unmasked
   load past the end of an input reads NaN, and a store past the end of the output (a
   missing mask) changes the output's margins, which is caught instead of silently
@@ -34,6 +35,9 @@ from ..testing import mismatches
 # Elements of NaN kept before and after every tensor handed to ``solve`` (at least the span of
 # the tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
 MARGIN = 4096
+# The NaN an output is filled with: a quiet NaN with a payload of its own, so that an element
+# still holding these exact bits was never written (a NaN computed by the kernel has other bits).
+POISON_BITS = 0x7FC0DEAD
 # What the margins around an output hold. Not NaN: an unmasked store past the end often
 # stores NaN (read from an input's margin), which must show up as a change.
 OUTPUT_MARGIN_FILL = -12345.0
@@ -144,8 +148,9 @@ class Report:
     def text(self) -> str:
         width = max(len(result.case.name) for result in self.results)
         lines = [
-            f"{self.exercise}: {len(self.results)} cases on {runtime.describe()}",
-            f"seed {self.seed} (replay the same inputs with --seed {self.seed})",
+            f"{self.exercise}: {len(self.results)} cases, seed {self.seed} "
+            f"(--seed {self.seed} replays them)",
+            f"on {runtime.describe()}",
         ]
         for result in self.results:
             verdict = "PASS" if result.passed else "FAIL"
@@ -155,9 +160,9 @@ class Report:
             lines.append(f"first failing case: {first.case.name} ({first.case.why})")
             lines.append(f"  arguments: {first.case.describe()}")
             lines.extend(f"  {line}" for line in first.details)
-        passed = sum(result.passed for result in self.results)
-        verdict = "all cases pass" if self.passed else f"FAILED: {', '.join(self.failed_cases)}"
-        lines.append(f"{passed} of {len(self.results)} cases pass: {verdict}")
+        total, failed = len(self.results), len(self.failed_cases)
+        lines.append(f"all {total} cases pass" if self.passed else
+                     f"FAILED: {failed} of {total} cases fail (first: {first.case.name})")
         return "\n".join(lines)
 
 
@@ -231,7 +236,8 @@ def _place(shape, strides, device, values: torch.Tensor | None) -> _Placed:
     margin = max(MARGIN, span)
     fill = float("nan") if values is not None else OUTPUT_MARGIN_FILL
     buffer = torch.full((margin + span + margin,), fill, device=device)
-    buffer[margin: margin + span] = float("nan")
+    if values is None:
+        buffer[margin: margin + span].view(torch.int32).fill_(POISON_BITS)
     view = buffer.as_strided(shape, strides, margin)
     if values is not None:
         view.copy_(values)
@@ -289,8 +295,8 @@ def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
         if before:
             where.append(f"{_count(before, 'element')} before the start")
         return CaseResult(case, False, f"wrote {' and '.join(where)} of {output_name}", [
-            f"solve stored {' and '.join(where)} of {output_name}: is a tl.store missing "
-            "its mask, or are offsets computed with the wrong stride?"])
+            f"solve stored {' and '.join(where)} of {output_name}:",
+            "is a tl.store missing its mask, or are offsets computed with the wrong stride?"])
 
     for name, value in case.arguments.items():
         if isinstance(value, torch.Tensor) and not torch.equal(
@@ -302,28 +308,29 @@ def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
     reference_inputs = {k: v.double() if isinstance(v, torch.Tensor) else v
                         for k, v in case.inputs().items()}
     expected = exercise.reference(**reference_inputs)
-    actual = placed[output_name].view.detach().cpu().double()
+    output = placed[output_name].view.detach().cpu()
+    unwritten = output.view(torch.int32) == POISON_BITS
+    actual = output.double()
     rtol, atol = exercise.tolerance(**reference_inputs)
     bad = mismatches(actual, expected, rtol=rtol, atol=atol)
     if not bad.any():
         return CaseResult(case, True, case.shapes())
 
     count, total = int(bad.sum()), bad.numel()
-    never_written = int((bad & torch.isnan(actual) & ~torch.isnan(expected)).sum())
+    never_written = int((bad & unwritten).sum())
     summary = f"{count} of {total} elements of {output_name} wrong"
     if never_written:
-        summary += f" ({never_written} never written: still NaN)"
+        summary += f" ({never_written} never written)"
     details = [f"{count} of {total} elements of {output_name} differ beyond "
                f"rtol={rtol:g}, atol={atol:g}; the first wrong positions:"]
     for position in bad.nonzero()[:SHOWN_POSITIONS].tolist():
         index = tuple(position)
         got, want = actual[index].item(), expected[index].item()
-        note = "  (never written)" if got != got and want == want else ""
+        note = "  (never written)" if unwritten[index] else ""
         details.append(f"  {output_name}{list(index)}: expected {want:.7g}, got {got:.7g}{note}")
     if never_written:
-        details.append("NaN is what the checker fills the output with before the call: "
-                       "those elements were never stored (or were computed from NaN). Does "
-                       "the grid cover every block? Is a store masked off? Is out zeroed?")
+        details.append("(never written: the element still holds the NaN the checker put "
+                       "there.\n  Does the grid cover every block? Is a store masked off?)")
     return CaseResult(case, False, summary, details)
 
 
