@@ -64,8 +64,8 @@ for case in exercise.cases(torch.Generator().manual_seed(0)):
 for mistake in exercise.mistakes:
     print(f"{mistake.name}: {mistake.explanation} (caught by {mistake.caught_by})")
 mistake = exercise.mistakes[0]
-print(f"\nthe solution with {mistake.name}: {mistake.old.strip()!r} became "
-      f"{mistake.new.strip()!r}\n")
+change = f"became {mistake.new.strip()!r}" if mistake.new.strip() else "was deleted"
+print(f"\nthe solution with {mistake.name}: {mistake.old.strip()!r} {change}\n")
 print(check_mistake(exercise, mistake, seed=0).text())
 
 # %%

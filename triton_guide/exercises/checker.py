@@ -5,7 +5,7 @@ with the reference computed in float64. The checker sets three traps that a plai
 ``torch.allclose`` would miss:
 
 * outputs arrive filled with NaN (with a payload of the checker's own), so an element the
-  kernel never writes shows up, and is named as never written;
+  kernel never writes shows up, and is told apart from a NaN the kernel computed;
 * every tensor sits inside a larger buffer with margins before and after it: an unmasked
   load past the end of an input reads NaN, and a store past the end of the output (a
   missing mask) changes the output's margins, which is caught instead of silently
@@ -35,8 +35,9 @@ from ..testing import mismatches
 # Elements of NaN kept before and after every tensor handed to ``solve`` (at least the span of
 # the tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
 MARGIN = 4096
-# The NaN an output is filled with: a quiet NaN with a payload of its own, so that an element
-# still holding these exact bits was never written (a NaN computed by the kernel has other bits).
+# The NaN an output is filled with: a quiet NaN with a payload of its own. An element still
+# holding these bits was never written, or was computed from the poison (on a CPU, NaN + 1
+# keeps the payload); a NaN the kernel computes from its inputs has other bits.
 POISON_BITS = 0x7FC0DEAD
 # What the margins around an output hold. Not NaN: an unmasked store past the end often
 # stores NaN (read from an input's margin), which must show up as a change.
@@ -320,17 +321,19 @@ def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
     never_written = int((bad & unwritten).sum())
     summary = f"{count} of {total} elements of {output_name} wrong"
     if never_written:
-        summary += f" ({never_written} never written)"
+        verb = "holds" if never_written == 1 else "hold"
+        summary += f" ({never_written} still {verb} the checker's NaN)"
     details = [f"{count} of {total} elements of {output_name} differ beyond "
                f"rtol={rtol:g}, atol={atol:g}; the first wrong positions:"]
     for position in bad.nonzero()[:SHOWN_POSITIONS].tolist():
         index = tuple(position)
         got, want = actual[index].item(), expected[index].item()
-        note = "  (never written)" if unwritten[index] else ""
+        note = "  (the checker's NaN)" if unwritten[index] else ""
         details.append(f"  {output_name}{list(index)}: expected {want:.7g}, got {got:.7g}{note}")
     if never_written:
-        details.append("(never written: the element still holds the NaN the checker put "
-                       "there.\n  Does the grid cover every block? Is a store masked off?)")
+        details.append("The checker's NaN: the element was never stored, or was computed "
+                       "from out's\n  initial value. Does the grid cover every block? Is a "
+                       "store masked off?")
     return CaseResult(case, False, summary, details)
 
 
