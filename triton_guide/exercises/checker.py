@@ -181,7 +181,8 @@ def load_solve(path: str | os.PathLike) -> Callable:
     if spec is None or spec.loader is None:
         raise SolveNotFound(f"{path} cannot be imported: is it a .py file?")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # triton.jit looks functions up through their module
+    # Registered as an import would be, for code in the file that looks its module up.
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as error:
@@ -332,8 +333,8 @@ def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
         details.append(f"  {output_name}{list(index)}: expected {want:.7g}, got {got:.7g}{note}")
     if never_written:
         details.append("The checker's NaN: the element was never stored, or was computed "
-                       "from out's\n  initial value. Does the grid cover every block? Is a "
-                       "store masked off?")
+                       f"from {output_name}'s\n  initial value. Does the grid cover every "
+                       "block? Is a store masked off?")
     return CaseResult(case, False, summary, details)
 
 
