@@ -21,7 +21,7 @@ with open(ROOT / "pyproject.toml", "rb") as pyproject:
     REPOSITORY_URL = tomllib.load(pyproject)["project"]["urls"]["Repository"]
 
 # The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
-GALLERY_SECTIONS = ["basics", "core_kernels", "debugging"]
+GALLERY_SECTIONS = ["basics", "core_kernels", "debugging", "exercises"]
 
 project = "triton-guide"
 author = "the triton-guide developers"
@@ -37,6 +37,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx.ext.viewcode",  # [source] links on the API page
     "sphinx_copybutton",
+    "sphinx_design",
     "page_deps",  # re-run a page when triton_guide code it uses changes (docs/_ext)
     "notebooks",  # kernel source inlined into the downloadable notebooks
     "thumbnails",  # a section picture for pages that draw no figure

@@ -48,14 +48,7 @@ def assert_close(
         raise AssertionError(f"{name}: shape {tuple(actual.shape)}, expected {tuple(reference.shape)}")
     got = actual.detach().double().cpu()
     want = reference.detach().double().cpu()
-    nan_mismatch = torch.isnan(got) != torch.isnan(want)
-    # Finite pairs are compared with the tolerance; anything else (inf) must match exactly.
-    regular = torch.isfinite(got) & torch.isfinite(want)
-    rms = want[regular].pow(2).mean().sqrt().item() if regular.any() else 0.0
-    error = torch.where(regular, (got - want).abs(), torch.zeros_like(got))
-    allowed = rtol * (want.abs() + rms) + atol
-    special = ~regular & ~torch.isnan(got) & ~torch.isnan(want)
-    bad = nan_mismatch | (regular & (error > allowed)) | (special & (got != want))
+    bad, regular, error, allowed = _compare(got, want, rtol=rtol, atol=atol)
     if bad.any():
         count = int(bad.sum())
         excess = torch.where(regular, error - allowed, torch.full_like(error, float("inf")))
@@ -67,3 +60,27 @@ def assert_close(
             f"relative error over finite elements {relative_error(got[regular], want[regular]):.3g}"
         )
     return relative_error(got[regular], want[regular]) if regular.any() else 0.0
+
+
+def mismatches(
+    actual: torch.Tensor, reference: torch.Tensor, *, rtol: float, atol: float = 0.0
+) -> torch.Tensor:
+    """A boolean tensor, True where ``actual`` fails the element rule of :func:`assert_close`."""
+    if actual.shape != reference.shape:
+        raise ValueError(f"shape {tuple(actual.shape)}, expected {tuple(reference.shape)}")
+    got = actual.detach().double().cpu()
+    want = reference.detach().double().cpu()
+    return _compare(got, want, rtol=rtol, atol=atol)[0]
+
+
+def _compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float):
+    """The element rule of :func:`assert_close` on float64 CPU tensors of one shape."""
+    nan_mismatch = torch.isnan(got) != torch.isnan(want)
+    # Finite pairs are compared with the tolerance; anything else (inf) must match exactly.
+    regular = torch.isfinite(got) & torch.isfinite(want)
+    rms = want[regular].pow(2).mean().sqrt().item() if regular.any() else 0.0
+    error = torch.where(regular, (got - want).abs(), torch.zeros_like(got))
+    allowed = rtol * (want.abs() + rms) + atol
+    special = ~regular & ~torch.isnan(got) & ~torch.isnan(want)
+    bad = nan_mismatch | (regular & (error > allowed)) | (special & (got != want))
+    return bad, regular, error, allowed

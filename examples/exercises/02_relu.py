@@ -1,0 +1,95 @@
+"""
+Exercise 2: ReLU and the mask
+=============================
+
+Nothing to compute but a maximum, so all that is left is the mask from :ref:`the first
+lesson <sphx_glr_auto_examples_basics_01_vector_add.py>`. The checker surrounds every
+tensor with a margin, so a store that runs past the end of ``out`` is reported, where on
+a GPU it would quietly overwrite whatever tensor lives next door.
+
+.. automodule:: triton_guide.exercises.relu
+   :no-index:
+"""
+
+# %%
+# The exercise in the package
+# ---------------------------
+# The statement above is the docstring of the exercise's module in
+# ``triton_guide.exercises``, which also holds the torch reference and the cases;
+# :func:`~triton_guide.exercises.get` finds it by name.
+
+import torch
+
+from triton_guide.exercises import check_file, check_mistake, get
+
+torch.manual_seed(0)
+exercise = get("relu")
+print(f"exercise {exercise.number}: {exercise.name}: {exercise.summary}")
+
+# %%
+# The stub
+# --------
+# Write the parts marked ``TODO``. As it stands the stub stores nothing, so every case
+# fails.
+#
+# .. literalinclude:: /../triton_guide/exercises/stubs/relu.py
+#    :language: python
+#
+# Save it, fill it in and check it:
+#
+# .. code-block:: bash
+#
+#    python -m triton_guide.exercises stub relu > my_relu.py
+#    python -m triton_guide.exercises check relu my_relu.py
+#
+# The check exits with status 0 only when every case passes.
+
+# %%
+# The cases
+# ---------
+# The checker calls your ``solve`` once per case, on inputs drawn from a fresh seed
+# every run (the report prints it; ``--seed`` replays it). Outputs arrive filled with
+# NaN, and every tensor sits between margins that reveal a store past its end.
+
+for case in exercise.cases(torch.Generator().manual_seed(0)):
+    print(f"{case.name:<22} {case.why}")
+
+# %%
+# What a failure looks like
+# -------------------------
+# The solution with one plausible mistake made in it, and the checker's report: the
+# failing cases, then the arguments of the first one and its first wrong positions. The
+# tests check that each mistake listed here fails the case named beside it.
+
+for mistake in exercise.mistakes:
+    print(f"{mistake.name}: {mistake.explanation} (caught by {mistake.caught_by})")
+mistake = exercise.mistakes[0]
+change = f"became {mistake.new.strip()!r}" if mistake.new.strip() else "was deleted"
+print(f"\nthe solution with {mistake.name}: {mistake.old.strip()!r} {change}\n")
+print(check_mistake(exercise, mistake, seed=0).text())
+
+# %%
+# A solution
+# ----------
+# Try it yourself first.
+#
+# .. dropdown:: Show a solution
+#
+#    .. literalinclude:: /../triton_guide/exercises/solutions/relu.py
+#       :language: python
+#
+# The checker's report on it:
+
+print(check_file(exercise, exercise.solution_path, seed=0).text())
+
+# %%
+# Takeaways
+# ---------
+# * Mask the store as well as the load. A store past the end rarely crashes: it corrupts
+#   another tensor, and the error shows up somewhere else.
+# * An output the checker fills with NaN shows at once which elements a kernel never
+#   wrote.
+#
+# Used here: :func:`triton_guide.exercises.get`,
+# :func:`triton_guide.exercises.check_file`,
+# :func:`triton_guide.exercises.check_mistake`.

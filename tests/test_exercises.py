@@ -1,0 +1,151 @@
+"""The exercises: solutions pass, stubs fail, each plausible mistake fails the case meant to
+catch it, and the command line reports and exits accordingly."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from triton_guide.exercises import NAMES, check, check_file, check_mistake, get
+from triton_guide.exercises.__main__ import FAILED, PASSED, USAGE, main
+
+ROOT = Path(__file__).resolve().parents[1]
+MISTAKES = [
+    pytest.param(name, mistake, id=f"{name}-{mistake.name}")
+    for name in NAMES for mistake in get(name).mistakes
+]
+# Every exercise runs these; the 2-D ones also run non_contiguous.
+STANDARD_CASES = {"n=1", "tail_of_1", "non_power_of_two", "all_negative", "large_values"}
+
+
+def _failed_in_report(report_text: str, case_name: str) -> bool:
+    return re.search(rf"^\s+FAIL\s+{re.escape(case_name)}\s", report_text, re.M) is not None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_passes(name, seed):
+    exercise = get(name)
+    report = check_file(exercise, exercise.solution_path, seed=seed)
+    assert report.passed, report.text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stub_fails_and_names_a_case(name, seed):
+    exercise = get(name)
+    report = check_file(exercise, exercise.stub_path, seed=seed)
+    first = exercise.cases(torch.Generator().manual_seed(seed))[0].name
+    assert f"first failing case: {first}" in report.text(), report.text()
+
+
+@pytest.mark.parametrize("name, mistake", MISTAKES)
+def test_mistake_fails_the_case_meant_to_catch_it(name, mistake, seed):
+    report = check_mistake(get(name), mistake, seed=seed)
+    assert _failed_in_report(report.text(), mistake.caught_by), report.text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cases_include_the_standard_edges(name, seed):
+    names = {case.name for case in get(name).cases(torch.Generator().manual_seed(seed))}
+    assert STANDARD_CASES <= names, f"missing: {STANDARD_CASES - names}"
+
+
+def test_every_exercise_has_a_mistake_to_catch():
+    assert all(get(name).mistakes for name in NAMES)
+
+
+def test_report_shows_first_wrong_position_with_values(seed):
+    def solve(x, out, n):  # right everywhere except the last element
+        out.copy_(x.clamp(min=0))
+        out[n - 1] = 12.5 if x[n - 1] < 0 else -12.5
+
+    text = check(get("relu"), solve, seed=seed).text()
+    assert re.search(r"first failing case: n=1 .*\n.*\n.*\n\s+out\[0\]: expected \S+, got "
+                     r"-?12\.5", text), text
+
+
+def test_report_counts_elements_never_written(seed):
+    def solve(x, out, n):  # forgets the second half
+        out[: n // 2] = x[: n // 2].clamp(min=0)
+
+    report = check(get("relu"), solve, seed=seed)
+    tail = next(result for result in report.results if result.case.name == "tail_of_1")
+    assert tail.summary == "513 of 1025 elements of out wrong (513 still hold the checker's NaN)"
+
+
+def test_report_catches_writing_into_an_input(seed):
+    def solve(x, out, n):
+        out.copy_(x.clamp_(min=0))
+
+    report = check(get("relu"), solve, seed=seed)
+    negative = next(result for result in report.results if result.case.name == "all_negative")
+    assert negative.summary == "changed the input x"
+
+
+def test_same_seed_same_inputs(seed):
+    exercise = get("online_logsumexp")
+    first = exercise.cases(torch.Generator().manual_seed(seed))
+    second = exercise.cases(torch.Generator().manual_seed(seed))
+    assert all(torch.equal(a.arguments["x"].nan_to_num(), b.arguments["x"].nan_to_num())
+               and a.arguments["N"] == b.arguments["N"] for a, b in zip(first, second))
+
+
+def _run_cli(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "triton_guide.exercises", *arguments],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_list_prints_the_names_in_order():
+    result = _run_cli("list")
+    listed = [line.split()[0] for line in result.stdout.splitlines()]
+    assert len(listed) >= 10 and listed == NAMES, result.stdout + result.stderr
+
+
+def test_cli_check_solution_exits_0():
+    solution = get("column_max").solution_path
+    result = _run_cli("check", "column_max", str(solution))
+    assert result.returncode == PASSED, result.stdout + result.stderr
+
+
+def test_cli_check_stub_exits_nonzero_and_names_a_case():
+    stub = get("softmax_rows").stub_path
+    result = _run_cli("check", "softmax_rows", str(stub))
+    assert result.returncode == FAILED and "first failing case: n=1" in result.stdout, (
+        result.stdout + result.stderr)
+
+
+def test_cli_unknown_name(capsys):
+    status = main(["check", "no_such_exercise", str(get("relu").solution_path)])
+    assert status == USAGE and "no exercise named 'no_such_exercise'" in capsys.readouterr().err
+
+
+def test_cli_missing_file(capsys, tmp_path):
+    status = main(["check", "relu", str(tmp_path / "absent.py")])
+    assert status == USAGE and "no file at" in capsys.readouterr().err
+
+
+def test_cli_file_without_solve(capsys, tmp_path):
+    path = tmp_path / "empty.py"
+    path.write_text("def solver(x, out, n):\n    pass\n")
+    status = main(["check", "relu", str(path)])
+    assert status == USAGE and "defines no function named solve" in capsys.readouterr().err
+
+
+def test_cli_exception_in_solve(capsys, tmp_path):
+    path = tmp_path / "raises.py"
+    path.write_text("def solve(x, out, n):\n    raise RuntimeError('boom')\n")
+    status = main(["check", "relu", str(path)])
+    output = capsys.readouterr().out
+    assert status == FAILED and "solve raised RuntimeError: boom" in output, output
+
+
+def test_cli_prints_stub_and_solution(capsys):
+    main(["stub", "relu"])
+    stub = capsys.readouterr().out
+    main(["solution", "relu"])
+    solution = capsys.readouterr().out
+    assert stub == get("relu").stub_path.read_text() and "tl.store" in solution

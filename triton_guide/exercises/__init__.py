@@ -1,0 +1,125 @@
+"""Exercises: write a kernel, then let the checker try to break it.
+
+Each exercise is a module here (its docstring is the statement) with a torch reference and
+the checker's named cases; beside it, ``stubs/<name>.py`` is the file the reader starts
+from and ``solutions/<name>.py`` a reference solution. Both define ``solve``, which takes
+tensors already on the device, with the output preallocated (and filled with NaN by the
+checker), and launches a kernel::
+
+    python -m triton_guide.exercises list
+    python -m triton_guide.exercises stub relu > my_relu.py     # fill in the TODOs
+    python -m triton_guide.exercises check relu my_relu.py
+
+Each module also lists ``MISTAKES``: plausible wrong versions of its solution (a missing
+mask, a grid rounded down, a wrong stride), each with the case that must catch it. The
+tests check that it does, so no checker passes everything.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from .checker import Mistake, Report, check, load_solve
+
+HERE = Path(__file__).resolve().parent
+
+# The exercises in the order of the lessons they practise.
+NAMES = [
+    "scaled_add",
+    "relu",
+    "row_sum",
+    "column_max",
+    "outer_product",
+    "transpose_strided",
+    "matvec",
+    "softmax_rows",
+    "tiled_matmul",
+    "atomic_sum",
+    "online_logsumexp",
+]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    number: int
+    name: str
+    module: ModuleType
+
+    @property
+    def summary(self) -> str:
+        """One line: what the exercise asks."""
+        return self.module.SUMMARY
+
+    @property
+    def statement(self) -> str:
+        """The statement with its constraints (the module's docstring)."""
+        return self.module.__doc__
+
+    @property
+    def stub_path(self) -> Path:
+        return HERE / "stubs" / f"{self.name}.py"
+
+    @property
+    def solution_path(self) -> Path:
+        return HERE / "solutions" / f"{self.name}.py"
+
+    @property
+    def mistakes(self) -> list[Mistake]:
+        return list(self.module.MISTAKES)
+
+    def reference(self, **inputs):
+        """The expected output, from the inputs (float64 tensors and scalars)."""
+        return self.module.reference(**inputs)
+
+    def tolerance(self, **inputs) -> tuple[float, float]:
+        """``(rtol, atol)`` for comparing the output of these inputs with the reference."""
+        return self.module.tolerance(**inputs)
+
+    def cases(self, generator):
+        """The named cases, with inputs drawn from ``generator``."""
+        return self.module.cases(generator)
+
+    def check_command(self, path: str = "my_solution.py") -> str:
+        return f"python -m triton_guide.exercises check {self.name} {path}"
+
+    def mistake_source(self, mistake: Mistake) -> str:
+        """The source of the reference solution with ``mistake`` made in it."""
+        source = self.solution_path.read_text()
+        if source.count(mistake.old) != 1:
+            raise ValueError(f"{self.name}: mistake {mistake.name!r} must replace exactly one "
+                             f"occurrence of {mistake.old!r}")
+        return source.replace(mistake.old, mistake.new)
+
+
+def get(name: str) -> Exercise:
+    """The exercise called ``name``; ``KeyError`` listing the names if there is none."""
+    if name not in NAMES:
+        raise KeyError(f"no exercise named {name!r}; the exercises are: {', '.join(NAMES)}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    return Exercise(NAMES.index(name) + 1, name, module)
+
+
+def all_exercises() -> list[Exercise]:
+    return [get(name) for name in NAMES]
+
+
+def check_file(exercise: Exercise, path, *, seed: int | None = None) -> Report:
+    """Check the ``solve`` defined in the file at ``path``."""
+    return check(exercise, load_solve(path), seed=seed)
+
+
+def check_mistake(exercise: Exercise, mistake: Mistake, *, seed: int | None = None) -> Report:
+    """Check the reference solution with ``mistake`` made in it."""
+    # triton.jit reads a kernel's source from its file, so the variant must be a real file.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{exercise.name}_{mistake.name}.py"
+        path.write_text(exercise.mistake_source(mistake))
+        return check_file(exercise, path, seed=seed)
+
+
+__all__ = ["NAMES", "Exercise", "Mistake", "all_exercises", "check", "check_file",
+           "check_mistake", "get", "load_solve"]

@@ -1,0 +1,61 @@
+"""Sum with atomics: ``out[0] = x.sum()``, many programs adding into one number.
+
+Write a kernel in which every program sums its block of ``x`` and adds that partial sum
+into ``out[0]`` with ``tl.atomic_add``, so that one launch reduces the whole vector.
+
+Constraints:
+
+* ``x`` is a contiguous float32 vector of ``n`` elements, ``1 <= n <= 10**7``; ``out`` is
+  a float32 tensor of one element.
+* ``out`` arrives holding garbage (the checker fills it with NaN): set it to zero before
+  the launch (``out.zero_()`` in ``solve``), since the programs only ever add to it.
+* Plain ``tl.store`` of a partial sum is a race: the programs would overwrite each other.
+  Atomic float additions happen in no fixed order, so the result may differ from run to
+  run in the last bits; the checker allows for that.
+
+``solve(x, out, n)`` prepares ``out``, launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between
+
+SUMMARY = "out = sum(x): partial sums per program, combined with tl.atomic_add"
+
+
+def reference(x, n):
+    return x.sum().reshape(1)
+
+
+def tolerance(x, n):
+    # float32 additions in an order the atomics choose, against a float64 sum.
+    return 1e-5, 1e-6 * x.abs().sum().item()
+
+
+def _case(name, why, generator, n, *, scale=1.0, shift=0.0):
+    x = randn(generator, n, scale=scale) + shift
+    return Case(name, why, {"x": x, "out": Output((1,)), "n": n})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "one element: one program", generator, 1),
+        _case("tail_of_1", "1025 elements: with any block of up to 1024, the last block "
+              "holds one", generator, 1025),
+        _case("non_power_of_two", "1000 elements", generator, 1000),
+        _case("larger_than_one_block", "10007 elements: many programs add into out",
+              generator, 10_007),
+        _case("all_negative", "every value below zero", generator, 777, shift=-5.0),
+        _case("large_values", "values near 1e30", generator, 500, scale=1e30),
+        _case("random_1", "random n", generator, size_between(generator, 1, 20_000)),
+        _case("random_2", "random n", generator, size_between(generator, 1, 20_000)),
+    ]
+
+
+MISTAKES = [
+    Mistake("out_not_zeroed", "out is never set to zero, so the first addition adds to NaN",
+            "    out.zero_()\n", "", "n=1"),
+    Mistake("store_not_atomic", "each program stores its partial sum over the others'",
+            "tl.atomic_add(out_ptr, tl.sum(x, axis=0))", "tl.store(out_ptr, tl.sum(x, axis=0))",
+            "larger_than_one_block"),
+]

@@ -1,0 +1,65 @@
+"""Column maxima: ``out[j] = max over i of x[i, j]``, with ``-inf`` padding.
+
+Write a kernel that takes the maximum of every column of an ``M x N`` matrix.
+
+Constraints:
+
+* ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view: use
+  ``x.stride(0)`` and ``x.stride(1)``. ``1 <= M, N <= 10**5``.
+* Each program owns a block of columns and walks down the rows a tile at a time. Lanes
+  outside the matrix must not win the maximum: load them as ``-inf`` (``other=``), not 0,
+  or a column of negative numbers comes out as 0.
+* ``out`` is a contiguous float32 vector of ``N`` elements.
+
+``solve(x, out, M, N)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "out[j] = max of column j: 2-D tiles, a loop down the rows, -inf padding"
+
+
+def reference(x, M, N):
+    return x.amax(dim=0)
+
+
+def tolerance(**inputs):
+    return 0.0, 0.0
+
+
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+    x = randn(generator, M, N, scale=scale) + shift
+    if non_contiguous:
+        x = strided(x)
+    return Case(name, why, {"x": x, "out": Output((N,)), "M": M, "N": N})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "a 1 x 1 matrix", generator, 1, 1),
+        _case("tail_of_1", "65 rows and 129 columns: one row and one column past a block "
+              "of up to 64 and 128", generator, 65, 129),
+        _case("non_power_of_two", "100 x 37", generator, 100, 37),
+        _case("larger_than_one_block", "300 x 300: several column blocks and row tiles",
+              generator, 300, 300),
+        _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
+              generator, 50, 70, non_contiguous=True),
+        _case("all_negative", "every value below zero, 37 rows (a partial row tile)",
+              generator, 37, 50, shift=-5.0),
+        _case("large_values", "values near +-1e30", generator, 40, 30, scale=1e30),
+        _case("random_1", "random M and N", generator, size_between(generator, 1, 200),
+              size_between(generator, 1, 200)),
+        _case("random_2", "random M and N, non-contiguous", generator,
+              size_between(generator, 1, 200), size_between(generator, 1, 200),
+              non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("padding_with_zero", "masked-off lanes load 0, which beats every negative value",
+            'other=-float("inf"))', "other=0.0)", "all_negative"),
+    Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
+            "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),
+]

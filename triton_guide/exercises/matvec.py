@@ -1,0 +1,70 @@
+"""Matrix-vector product: ``out = a @ x``, a 2-D tile reduced along one axis.
+
+Write a kernel that multiplies an ``M x K`` matrix by a vector of ``K`` elements.
+
+Constraints:
+
+* ``a`` is a float32 matrix of shape ``(M, K)``, possibly a non-contiguous view: use
+  ``a.stride(0)`` and ``a.stride(1)``. ``x`` is a contiguous float32 vector of ``K``
+  elements; ``out`` a contiguous float32 vector of ``M``. ``1 <= M, K <= 10**5``.
+* Each program owns ``BLOCK_M`` rows and walks along ``K`` a ``(BLOCK_M, BLOCK_K)`` tile at a
+  time: multiply the tile by the matching piece of ``x`` broadcast over the rows, and sum
+  along ``axis=1``. Accumulate in float32.
+* Mask the rows and the columns: the last ``K`` block reaches past the end of ``x`` and of
+  every row.
+
+``solve(a, x, out, M, K)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "out = a @ x: (BLOCK_M, BLOCK_K) tiles, a loop over K, tl.sum(axis=1)"
+
+
+def reference(a, x, M, K):
+    return a @ x
+
+
+def tolerance(a, x, M, K):
+    # float32 sums of K products, in another order than the float64 reference.
+    return 1e-5, 1e-6 * (a.abs() @ x.abs()).max().item()
+
+
+def _case(name, why, generator, M, K, *, scale=1.0, shift=0.0, non_contiguous=False):
+    a = randn(generator, M, K, scale=scale) + shift
+    x = randn(generator, K, scale=scale) + shift
+    if non_contiguous:
+        a = strided(a)
+    return Case(name, why, {"a": a, "x": x, "out": Output((M,)), "M": M, "K": K})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "1 x 1 times 1", generator, 1, 1),
+        _case("tail_of_1", "17 x 1025: one row and one column past blocks of up to 16 and "
+              "1024", generator, 17, 1025),
+        _case("non_power_of_two", "37 x 100", generator, 37, 100),
+        _case("larger_than_one_block", "40 x 1500: several row blocks and K blocks",
+              generator, 40, 1500),
+        _case("non_contiguous", "a is every 2nd row and 3rd column of a larger matrix",
+              generator, 30, 200, non_contiguous=True),
+        _case("all_negative", "every value below zero", generator, 37, 50, shift=-5.0),
+        _case("large_values", "values near 1e15: products near 1e30", generator, 20, 300,
+              scale=1e15),
+        _case("random_1", "random M and K", generator, size_between(generator, 1, 50),
+              size_between(generator, 1, 1000)),
+        _case("random_2", "random M and K, non-contiguous", generator,
+              size_between(generator, 1, 50), size_between(generator, 1, 1000),
+              non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("x_load_without_mask", "the last K block of x is loaded without its mask and "
+            "reads past the end of x",
+            "tl.load(x_ptr + ks, mask=k_mask, other=0.0)", "tl.load(x_ptr + ks)", "tail_of_1"),
+    Mistake("contiguous_rows", "assumes row i of a starts at i * K",
+            "a.stride(0), a.stride(1)", "K, 1", "non_contiguous"),
+]

@@ -1,0 +1,83 @@
+"""Online log-sum-exp: ``out[i] = log(sum_j exp(x[i, j]))`` in one pass over long rows.
+
+Write a kernel that computes the log-sum-exp of every row of an ``M x N`` matrix, reading
+each row once, block by block, however long it is.
+
+Constraints:
+
+* ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view (use its
+  strides); ``out`` is a contiguous float32 vector of ``M``. ``1 <= M <= 10**5``,
+  ``1 <= N <= 10**6``: a row does not fit in one block.
+* ``logsumexp(x) = m + log(sum exp(x - m))`` for the row maximum ``m``; values reach
+  ``|x| = 10**4``, so the shift is needed both ways (``exp(10**4)`` overflows,
+  ``exp(-10**4)`` underflows to 0 and ``log(0) = -inf``).
+* You do not know ``m`` until the row ends. Keep a running maximum and a running sum, and
+  when the maximum grows from ``m`` to ``m'``, rescale the sum by ``exp(m - m')``.
+* A row of only ``-inf`` has log-sum-exp ``-inf`` (not NaN: beware ``-inf - (-inf)``).
+
+``solve(x, out, M, N)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "out[i] = logsumexp of row i: running max and rescaled running sum, one pass"
+
+
+def reference(x, M, N):
+    return torch.logsumexp(x, dim=1)
+
+
+def tolerance(**inputs):
+    return 1e-5, 0.0
+
+
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          ascending=False, row_of_neg_inf=False):
+    x = randn(generator, M, N, scale=scale) + shift
+    if ascending:
+        x = x.sort(dim=1).values
+    if row_of_neg_inf:
+        x[M // 2] = -float("inf")
+    if non_contiguous:
+        x = strided(x)
+    return Case(name, why, {"x": x, "out": Output((M,)), "M": M, "N": N})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "a 1 x 1 matrix", generator, 1, 1),
+        _case("tail_of_1", "rows of 1025: the last block of each row holds one element",
+              generator, 2, 1025),
+        _case("non_power_of_two", "3 rows of 100", generator, 3, 100),
+        _case("larger_than_one_block", "rows of 5000: several blocks per row", generator, 3,
+              5000),
+        _case("ascending_rows", "each row sorted ascending, 3000 long: the maximum grows in "
+              "every block, so the running sum must be rescaled", generator, 2, 3000,
+              ascending=True),
+        _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix",
+              generator, 5, 300, non_contiguous=True),
+        _case("all_negative", "values near -1e4: exp(x) underflows to 0 without the shift",
+              generator, 3, 500, shift=-1e4),
+        _case("large_values", "values near 1e4: exp(x) overflows without the shift",
+              generator, 3, 500, shift=1e4),
+        _case("row_of_neg_inf", "the middle row is all -inf: its answer is -inf, not NaN",
+              generator, 3, 200, row_of_neg_inf=True),
+        _case("random_1", "random M and N", generator, size_between(generator, 1, 6),
+              size_between(generator, 1, 4000)),
+        _case("random_2", "random M and N, non-contiguous", generator,
+              size_between(generator, 1, 6), size_between(generator, 1, 4000),
+              non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("sum_not_rescaled", "the running sum is not rescaled when the maximum grows",
+            "lane_sum = lane_sum * tl.exp(lane_max - shift) + tl.exp(x - shift)",
+            "lane_sum = lane_sum + tl.exp(x - shift)", "ascending_rows"),
+    Mistake("padding_with_zero", "padded lanes load 0, and exp(0 - max) is huge when every "
+            "value is near -1e4", 'other=-float("inf")', "other=0.0", "all_negative"),
+]

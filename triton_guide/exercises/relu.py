@@ -1,0 +1,58 @@
+"""ReLU: ``out = max(x, 0)``, and what a mask protects.
+
+Write a kernel that computes ``out[i] = max(x[i], 0)`` for every ``i < n``.
+
+Constraints:
+
+* ``x`` and ``out`` are contiguous float32 vectors of ``n`` elements, ``1 <= n <= 10**7``.
+* Every load and every store of the last block must be masked: the checker surrounds each
+  tensor with a margin and reports a store that lands past the end of ``out``, which on a
+  GPU would silently overwrite whatever tensor lives there.
+
+``solve(x, out, n)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between
+
+SUMMARY = "out = max(x, 0): a mask on the load and on the store"
+
+
+def reference(x, n):
+    return x.clamp(min=0)
+
+
+def tolerance(**inputs):
+    return 0.0, 0.0
+
+
+def _case(name, why, generator, n, *, scale=1.0, shift=0.0):
+    x = randn(generator, n, scale=scale) + shift
+    return Case(name, why, {"x": x, "out": Output((n,)), "n": n})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "one element: one program, every other lane masked off", generator, 1),
+        _case("tail_of_1", "1025 elements: with any block of up to 1024, the last block "
+              "holds one", generator, 1025),
+        _case("non_power_of_two", "1000 elements", generator, 1000),
+        _case("larger_than_one_block", "10007 elements: several programs", generator, 10_007),
+        _case("all_negative", "every x below zero: out is all zeros", generator, 777,
+              shift=-5.0),
+        _case("all_positive", "every x above zero: out equals x", generator, 777, shift=5.0),
+        _case("large_values", "values near 1e30", generator, 500, scale=1e30),
+        _case("random_1", "random n", generator, size_between(generator, 1, 5000)),
+        _case("random_2", "random n", generator, size_between(generator, 1, 5000)),
+    ]
+
+
+MISTAKES = [
+    Mistake("store_without_mask", "the store has no mask: the lanes past n write past the "
+            "end of out",
+            "tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)",
+            "tl.store(out_ptr + offsets, tl.maximum(x, 0.0))", "n=1"),
+    Mistake("grid_rounded_down", "the grid n // BLOCK_SIZE drops the last, partial block",
+            "triton.cdiv(n, BLOCK_SIZE)", "n // BLOCK_SIZE", "tail_of_1"),
+]

@@ -1,0 +1,66 @@
+"""Row sums: ``out[i] = x[i, :].sum()``, with strides and a loop over long rows.
+
+Write a kernel that sums every row of an ``M x N`` matrix.
+
+Constraints:
+
+* ``x`` is a float32 matrix of shape ``(M, N)`` that may be a non-contiguous view (every
+  other row, every third column, a transpose): address element ``(i, j)`` as
+  ``x_ptr + i * x.stride(0) + j * x.stride(1)``; never assume ``x.stride(0) == N``.
+* ``1 <= M <= 10**5`` and ``1 <= N <= 10**6``: a row may be longer than any block you can
+  hold, so each program walks its row block by block and adds as it goes.
+* ``out`` is a contiguous float32 vector of ``M`` elements. Accumulate in float32.
+
+``solve(x, out, M, N)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "out[i] = sum of row i: one program per row, a loop over blocks, strides"
+
+
+def reference(x, M, N):
+    return x.sum(dim=1)
+
+
+def tolerance(x, M, N):
+    # float32 sums of N terms, added in a different order than the float64 reference.
+    return 1e-5, 1e-6 * x.abs().sum(dim=1).max().item()
+
+
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+    x = randn(generator, M, N, scale=scale) + shift
+    if non_contiguous:
+        x = strided(x)
+    return Case(name, why, {"x": x, "out": Output((M,)), "M": M, "N": N})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "a 1 x 1 matrix", generator, 1, 1),
+        _case("tail_of_1", "rows of 1025: the last block of each row holds one element",
+              generator, 3, 1025),
+        _case("non_power_of_two", "5 rows of 100", generator, 5, 100),
+        _case("larger_than_one_block", "rows of 5000: several blocks per row", generator, 4,
+              5000),
+        _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
+              generator, 6, 300, non_contiguous=True),
+        _case("all_negative", "every value below zero", generator, 7, 333, shift=-5.0),
+        _case("large_values", "values near 1e30", generator, 3, 700, scale=1e30),
+        _case("random_1", "random M and N", generator, size_between(generator, 1, 8),
+              size_between(generator, 1, 3000)),
+        _case("random_2", "random M and N, non-contiguous", generator,
+              size_between(generator, 1, 8), size_between(generator, 1, 3000),
+              non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
+            "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),
+    Mistake("load_without_mask", "the loop's last block reads past the end of the row",
+            "tl.load(row_start + cols * stride_col, mask=mask, other=0.0)",
+            "tl.load(row_start + cols * stride_col)", "tail_of_1"),
+]

@@ -1,0 +1,67 @@
+"""Softmax of every row: ``out[i] = exp(x[i] - max) / sum(exp(x[i] - max))``.
+
+Write a kernel that computes the softmax of every row of an ``M x N`` matrix, one program
+per row, the whole row in one block.
+
+Constraints:
+
+* ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view (use its
+  strides); ``out`` is a contiguous float32 matrix of the same shape.
+  ``1 <= M <= 10**5``, ``1 <= N <= 4096``, so a row fits in one block of
+  ``triton.next_power_of_2(N)`` lanes.
+* Values can be large (``|x|`` up to ``10**4``): ``exp(x)`` overflows float32 above 88, so
+  subtract the row's maximum first.
+* Lanes past the end of the row must change neither the maximum nor the sum: load them as
+  ``-inf``.
+
+``solve(x, out, M, N)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "softmax of each row: one block per row, the max subtracted, -inf padding"
+
+
+def reference(x, M, N):
+    return x.softmax(dim=1)
+
+
+def tolerance(**inputs):
+    return 1e-5, 0.0
+
+
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+    x = randn(generator, M, N, scale=scale) + shift
+    if non_contiguous:
+        x = strided(x)
+    return Case(name, why, {"x": x, "out": Output((M, N)), "M": M, "N": N})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "a 1 x 1 matrix: the softmax of one value is 1", generator, 1, 1),
+        _case("tail_of_1", "rows of 1025 in a block of 2048: 1023 padded lanes",
+              generator, 3, 1025),
+        _case("non_power_of_two", "5 rows of 100", generator, 5, 100),
+        _case("many_rows", "300 rows of 20: 300 programs", generator, 300, 20),
+        _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix",
+              generator, 7, 50, non_contiguous=True),
+        _case("all_negative", "every value below zero", generator, 6, 77, shift=-5.0),
+        _case("large_values", "values of size 1e4: exp(x) overflows without the max",
+              generator, 4, 100, scale=1e4),
+        _case("random_1", "random M and N", generator, size_between(generator, 1, 20),
+              size_between(generator, 1, 2000)),
+        _case("random_2", "random M and N, non-contiguous", generator,
+              size_between(generator, 1, 20), size_between(generator, 1, 2000),
+              non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("no_max_subtraction", "exp(x) without subtracting the maximum overflows to inf",
+            "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "large_values"),
+    Mistake("padding_with_zero", "padded lanes load 0 and add exp(0 - max) to the sum",
+            'other=-float("inf")', "other=0.0", "tail_of_1"),
+]

@@ -1,0 +1,73 @@
+"""Tiled matrix product: ``c = a @ b`` with ``tl.dot``, for sizes no tile divides.
+
+Write a kernel in which every program computes one ``(BLOCK_M, BLOCK_N)`` tile of ``c``,
+looping over ``K`` a ``BLOCK_K`` slice at a time and multiplying tiles with ``tl.dot``.
+
+Constraints:
+
+* ``a`` (``M x K``) and ``b`` (``K x N``) are float32 matrices, possibly non-contiguous
+  views: use their strides. ``c`` is a contiguous float32 ``M x N`` matrix.
+  ``1 <= M, N, K <= 4096`` and none of them is a multiple of the block sizes: mask the
+  ragged edges of ``M``, ``N`` and ``K`` (masked lanes of ``a`` and ``b`` read 0, which
+  adds nothing to the dot product).
+* ``tl.dot`` wants every block dimension to be at least 16. Accumulate in float32. On a
+  GPU ``tl.dot`` rounds float32 inputs to tf32, so the checker allows a relative error of
+  a few 1e-2 there; the interpreter multiplies exactly.
+
+``solve(a, b, c, M, N, K)`` launches the kernel and returns nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..testing import tolerance as dtype_tolerance
+from .checker import Case, Mistake, Output, randn, size_between, strided
+
+SUMMARY = "c = a @ b: a 2-D grid of tiles, a loop over K, tl.dot, ragged edges"
+
+
+def reference(a, b, M, N, K):
+    return a @ b
+
+
+def tolerance(**inputs):
+    return dtype_tolerance(torch.float32, tensor_cores=True), 0.0
+
+
+def _case(name, why, generator, M, N, K, *, scale=1.0, shift=0.0, non_contiguous=False):
+    a = randn(generator, M, K, scale=scale) + shift
+    b = randn(generator, K, N, scale=scale) + shift
+    if non_contiguous:
+        a, b = a.t().contiguous().t(), strided(b)  # a column-major, b a slice
+    return Case(name, why, {"a": a, "b": b, "c": Output((M, N)), "M": M, "N": N, "K": K})
+
+
+def cases(generator):
+    return [
+        _case("n=1", "1 x 1 times 1 x 1: every tile almost all padding", generator, 1, 1, 1),
+        _case("tail_of_1", "M = N = K = 65: one past blocks of up to 64 in every dimension",
+              generator, 65, 65, 65),
+        _case("non_power_of_two", "37 x 23 times 23 x 50", generator, 37, 50, 23),
+        _case("larger_than_one_block", "100 x 130 times 130 x 90: several tiles and K steps",
+              generator, 100, 90, 130),
+        _case("non_contiguous", "a is column-major, b every 2nd row and 3rd column of a "
+              "larger matrix", generator, 40, 33, 50, non_contiguous=True),
+        _case("all_negative", "every value below zero", generator, 20, 30, 40, shift=-2.0),
+        _case("large_values", "values near 1e10: products near 1e20", generator, 20, 30, 40,
+              scale=1e10),
+        _case("random_1", "random M, N and K", generator, size_between(generator, 1, 80),
+              size_between(generator, 1, 80), size_between(generator, 1, 80)),
+        _case("random_2", "random M, N and K, non-contiguous", generator,
+              size_between(generator, 1, 80), size_between(generator, 1, 80),
+              size_between(generator, 1, 80), non_contiguous=True),
+    ]
+
+
+MISTAKES = [
+    Mistake("grid_rounded_down", "the grid M // BLOCK_M, N // BLOCK_N drops the ragged tiles",
+            "triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)",
+            "M // BLOCK_M, N // BLOCK_N", "n=1"),
+    Mistake("contiguous_b", "assumes b is contiguous (row k at k * N)",
+            "b.stride(0), b.stride(1)", "N, 1", "non_contiguous"),
+]
