@@ -126,7 +126,7 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # Odd sizes (the vocabulary is not a power of two and spans several blocks), some rows
 # ignored, label smoothing, and float16; the reference is PyTorch in float64.
 
-rows, vocab = runtime.pick(interpreter=(48, 5003), gpu=(4096, VOCAB))
+rows, vocab = runtime.pick(interpreter=(32, 3001), gpu=(1024, VOCAB))
 logits = torch.randn(rows, vocab, device=device) * 4
 target = torch.randint(0, vocab, (rows,), device=device)
 target[::7] = -100  # ignored rows
@@ -229,7 +229,7 @@ else:
                 results[rows, backward, name] = (ms, memory)
                 print(f"{rows} x {VOCAB}, {'fwd+bwd' if backward else 'forward'}, "
                       f"{name:<22}: {ms:7.2f} ms, peak +{memory:5.2f} GiB", flush=True)
-        del source, bench_logits
+        del source, bench_logits, call
         torch.cuda.empty_cache()
 
 # %%
