@@ -1,0 +1,260 @@
+"""
+Fused cross-entropy: the loss and its gradient in one kernel
+============================================================
+
+A language model ends with logits of shape rows x vocabulary (rows = batch x sequence
+positions) and a cross-entropy loss against the next token. With a vocabulary of 128256
+(Llama 3) the logits are the largest activation in the model, and the loss, written as
+PyTorch operations, keeps more tensors of that size alive until the backward. A fused
+kernel computes the loss and the gradient in one launch and keeps none of them.
+
+You will learn:
+
+* what ``torch.nn.functional.cross_entropy`` keeps for its backward, and what that costs
+  at LLM sizes;
+* an online log-sum-exp over the vocabulary, block by block (the softmax page's trick);
+* how to compute a gradient in the forward, and when to write it over the input;
+* how to measure peak GPU memory next to time.
+"""
+
+# %%
+# Setup
+# -----
+import torch
+import torch.nn.functional as F
+
+from triton_guide import cross_entropy, cross_entropy_reference, runtime
+from triton_guide.benchmark import NO_TIMINGS, median_ms
+from triton_guide.testing import assert_close, tolerance
+
+torch.manual_seed(0)
+print(runtime.describe())
+device = runtime.device()
+GIB = 2**30
+
+# %%
+# What PyTorch keeps for the backward
+# -----------------------------------
+# ``F.cross_entropy`` is ``log_softmax`` followed by ``nll_loss``. Autograd saves the
+# log-softmax (rows x vocabulary) for the backward. The backward of ``nll_loss`` then
+# makes a dense rows x vocabulary gradient (zeros except one entry per row), and the
+# backward of ``log_softmax`` turns it into the logits' gradient, one more. Autograd's
+# graph says so on a small example:
+
+small_logits = torch.randn(4, 10, dtype=torch.bfloat16, requires_grad=True)
+small_loss = F.cross_entropy(small_logits, torch.tensor([1, 2, 3, 4]))
+log_softmax_node = small_loss.grad_fn.next_functions[0][0]
+saved = log_softmax_node._saved_result
+print(f"{small_loss.grad_fn.name()} <- {log_softmax_node.name()}; saved for the "
+      f"backward: {saved.dtype} {tuple(saved.shape)}")
+grad_of_log_softmax = small_loss.grad_fn(torch.ones((), dtype=torch.bfloat16))
+print(f"the gradient nll_loss's backward hands to log_softmax's: "
+      f"{grad_of_log_softmax.dtype} {tuple(grad_of_log_softmax.shape)}")
+
+# %%
+# Many training scripts also cast the logits to float32 before the loss
+# (``logits.float()``), which doubles every one of those tensors. Counted at LLM sizes,
+# the tensors of rows x vocabulary alive at the worst moment of the backward are:
+# the logits, the saved log-softmax, the gradient of the log-softmax and the gradient of
+# the logits (plus, with the cast, the float32 logits and a float32 logits gradient
+# before it is cast back). The fused kernel keeps the logits and one gradient buffer, or
+# only the logits when it may write the gradient over them.
+
+VOCAB = 128256
+for rows in (8192, 16384):
+    bf16 = rows * VOCAB * 2 / GIB  # one rows x vocabulary tensor in bfloat16
+    fp32 = 2 * bf16
+    print(f"{rows} x {VOCAB}: logits {bf16:.2f} GiB in bfloat16. At the backward's "
+          f"peak: torch {4 * bf16:.1f} GiB, "
+          f"torch with .float() {bf16 + 4 * fp32:.1f} GiB, "
+          f"fused {2 * bf16:.1f} GiB, fused in place {bf16:.1f} GiB")
+
+# %%
+# The same count in bytes moved: the fused forward reads the logits twice (once for the
+# log-sum-exp, once for the gradient) and writes the gradient once, three trips over
+# rows x vocabulary; its backward moves nothing when the incoming gradient is 1, as it
+# is for ``loss.backward()``. PyTorch's forward reads the logits and writes the
+# log-softmax; its backward writes the dense ``nll_loss`` gradient, then reads it with
+# the log-softmax and writes the logits' gradient: six trips (each operation may make
+# more passes inside).
+
+rows = 16384
+trip = rows * VOCAB * 2 / 1e9
+print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
+      f"fused {3 * trip:.1f} GB, torch at least {6 * trip:.1f} GB per forward + "
+      "backward")
+
+# %%
+# The kernel
+# ----------
+# One program per row. The first pass is an online log-sum-exp: ``m`` is the largest
+# logit seen so far and ``s`` the sum of ``exp(x - m)``; when a block brings a larger
+# maximum ``m'``, ``s`` is rescaled by ``exp(m - m')``. After the last block,
+# ``lse = m + log(s)`` and the loss of the row is ``lse - x[target]``.
+#
+# With label smoothing ``eps`` the target distribution puts ``1 - eps`` on the target
+# and ``eps / V`` on every class, so the loss is
+# ``lse - (1 - eps) * x[target] - eps / V * sum(x)``, and its derivative with respect
+# to ``x[j]`` is
+#
+# .. math:: \frac{\partial \ell}{\partial x_j} = \mathrm{softmax}(x)_j
+#    - (1 - \varepsilon)\,[j = t] - \frac{\varepsilon}{V}
+#
+# which needs only ``lse`` and ``x[j]``. So when the logits need a gradient, a second
+# pass reads each block again and writes that value, already multiplied by
+# ``1 / (rows not ignored)`` for a mean. Rows whose target is ``ignore_index`` store a
+# zero loss and a zero gradient.
+#
+# .. literalinclude:: /../triton_guide/cross_entropy.py
+#    :pyobject: cross_entropy_forward_kernel
+#
+# The autograd Function saves the gradient buffer; the backward has nothing left to do
+# but multiply it by the incoming gradient when that is not 1:
+#
+# .. literalinclude:: /../triton_guide/cross_entropy.py
+#    :pyobject: _CrossEntropy
+#
+# ``inplace_grad=True`` passes the logits as the gradient buffer. The kernel reads every
+# block before writing it, so that is safe inside the kernel, but afterwards the logits
+# are gone: only use it when nothing else reads them (the launcher refuses a leaf
+# tensor, and bumps the logits' autograd version so that an operation that saved them
+# fails loudly in its backward instead of reading gradients).
+
+# %%
+# Check against PyTorch
+# ---------------------
+# Odd sizes (the vocabulary is not a power of two and spans several blocks), some rows
+# ignored, label smoothing, and float16; the reference is PyTorch in float64.
+
+rows, vocab = runtime.pick(interpreter=(32, 3001), gpu=(1024, VOCAB))
+logits = torch.randn(rows, vocab, device=device) * 4
+target = torch.randint(0, vocab, (rows,), device=device)
+target[::7] = -100  # ignored rows
+
+
+def loss_and_grad(fn, logits, dtype, **options):
+    source = logits.to(dtype).requires_grad_()
+    loss = fn(source * 1, target, **options)
+    (grad,) = torch.autograd.grad(loss, source)
+    return loss, grad
+
+
+for dtype in (torch.float32, torch.float16):
+    for smoothing in (0.0, 0.1):
+        loss, grad = loss_and_grad(cross_entropy, logits, dtype,
+                                   label_smoothing=smoothing, block_size=1024)
+        want_loss, want_grad = loss_and_grad(
+            cross_entropy_reference, logits.to(dtype), torch.float64,
+            label_smoothing=smoothing)
+        loss_error = assert_close(loss, want_loss, rtol=tolerance(dtype))
+        grad_error = assert_close(grad, want_grad, rtol=tolerance(dtype))
+        print(f"{str(dtype):<14} smoothing {smoothing}: loss {loss.item():.4f}, "
+              f"relative error {loss_error:.1e}; gradient relative error "
+              f"{grad_error:.1e}")
+
+# %%
+# In place, the logits come back holding their own gradient:
+
+source = logits.clone().requires_grad_()
+buffer = source * 1  # stands for the output of the model's last layer
+loss = cross_entropy(buffer, target, inplace_grad=True)
+_, want_grad = loss_and_grad(cross_entropy_reference, logits, torch.float64)
+error = assert_close(buffer.detach(), want_grad, rtol=1e-5)
+print(f"logits after the in-place forward vs the float64 gradient: relative error "
+      f"{error:.1e}")
+
+# %%
+# Edges
+# -----
+# Every row ignored: PyTorch's mean divides 0 by 0 and returns ``nan``, the sum is 0,
+# and no logit gets a gradient. The kernel does the same.
+
+all_ignored = torch.full((4,), -100, device=device)
+small = torch.randn(4, 10, device=device)
+for reduction in ("mean", "sum"):
+    ours = cross_entropy(small, all_ignored, reduction=reduction).item()
+    theirs = F.cross_entropy(small, all_ignored, reduction=reduction).item()
+    print(f"all rows ignored, reduction={reduction!r}: ours {ours}, torch {theirs}")
+
+# %%
+# Time and peak memory at LLM sizes
+# ---------------------------------
+# Logits in bfloat16, vocabulary 128256. Forward alone runs under ``torch.no_grad()``
+# (evaluation); forward + backward takes ``torch.autograd.grad`` of the mean loss with
+# respect to the logits. Peak memory is ``torch.cuda.max_memory_allocated()`` during one
+# call, minus what was allocated before it (the logits themselves): the memory the loss
+# adds on top of the model.
+
+
+def peak_extra_gib(fn):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / GIB
+
+
+def make_call(loss_fn, logits, target, backward):
+    def forward_only():
+        with torch.no_grad():
+            return loss_fn(logits, target)
+
+    def forward_backward():
+        return torch.autograd.grad(loss_fn(logits, target), logits)
+
+    return forward_backward if backward else forward_only
+
+
+variants = {
+    "torch": F.cross_entropy,
+    "torch, .float()": lambda x, t: F.cross_entropy(x.float(), t),
+    "triton_guide": cross_entropy,
+    "triton_guide, in place": lambda x, t: cross_entropy(x, t, inplace_grad=True),
+}
+results = {}
+if not runtime.timings_meaningful():
+    print(NO_TIMINGS)
+else:
+    for rows in (8192, 16384):
+        source = torch.randn(rows, VOCAB, device=device, dtype=torch.bfloat16)
+        source.requires_grad_()
+        bench_logits = source * 1  # a non-leaf, like a model's output
+        bench_target = torch.randint(0, VOCAB, (rows,), device=device)
+        for backward in (False, True):
+            for name, loss_fn in variants.items():
+                call = make_call(loss_fn, bench_logits, bench_target, backward)
+                memory = peak_extra_gib(call)
+                ms = median_ms(call)
+                results[rows, backward, name] = (ms, memory)
+                print(f"{rows} x {VOCAB}, {'fwd+bwd' if backward else 'forward'}, "
+                      f"{name:<22}: {ms:7.2f} ms, peak +{memory:5.2f} GiB", flush=True)
+        del source, bench_logits, call
+        torch.cuda.empty_cache()
+
+# %%
+# The summary, at the larger size:
+
+if results:
+    rows = 16384
+    for backward in (False, True):
+        torch_ms, torch_gib = results[rows, backward, "torch"]
+        ours_ms, ours_gib = results[rows, backward, "triton_guide, in place"]
+        print(f"{rows} rows, {'fwd+bwd' if backward else 'forward'}: in-place fused "
+              f"{torch_ms / ours_ms:.2f}x torch's speed, {ours_gib:.2f} GiB extra "
+              f"against torch's {torch_gib:.2f} GiB")
+
+# %%
+# Takeaways
+# ---------
+# * At LLM vocabularies the loss, not the model, can set the peak memory: count the
+#   rows x vocabulary tensors autograd keeps.
+# * An online log-sum-exp lets one program stream a row of any length.
+# * When the gradient is a simple function of the forward's statistics, compute it in
+#   the forward and keep it instead of the activations; write it over the input only
+#   when the caller gives the input up.
+#
+# Used here: :func:`triton_guide.cross_entropy`,
+# :func:`triton_guide.cross_entropy_reference`,
+# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.testing.tolerance`,
+# :func:`triton_guide.benchmark.median_ms`.

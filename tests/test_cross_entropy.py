@@ -1,0 +1,210 @@
+import pytest
+import torch
+
+from conftest import FLOAT_DTYPES
+from triton_guide import cross_entropy, cross_entropy_reference, runtime
+from triton_guide.testing import tolerance
+
+# (rows, vocabulary, block_size): the block size forces several steps over the vocabulary.
+CASES = runtime.pick(
+    interpreter=[
+        pytest.param(1, 17, 4096, id="rows=1"),
+        pytest.param(4, 1, 4096, id="vocab=1"),
+        pytest.param(5, 1000, 4096, id="non_power_of_two"),
+        pytest.param(7, 1000, 64, id="larger_than_one_block"),
+        pytest.param(3, 1025, 256, id="tail_of_1"),
+    ],
+    gpu=[
+        pytest.param(1, 17, 4096, id="rows=1"),
+        pytest.param(4, 1, 4096, id="vocab=1"),
+        pytest.param(5, 1000, 4096, id="non_power_of_two"),
+        pytest.param(7, 1000, 64, id="larger_than_one_block"),
+        pytest.param(3, 1025, 256, id="tail_of_1"),
+        pytest.param(257, 128256, 4096, id="llama3_vocab"),
+    ],
+)
+
+
+def make_inputs(rows, vocab, dtype, device, *, ignored=()):
+    logits = (torch.randn(rows, vocab, device=device) * 3).to(dtype)
+    target = torch.randint(0, vocab, (rows,), device=device)
+    target[list(ignored)] = -100
+    return logits, target
+
+
+def reference_loss_and_grad(logits, target, grad_loss, **options):
+    """Loss and d(loss)/d(logits) by torch autograd in float64."""
+    leaf = logits.detach().double().requires_grad_()
+    loss = cross_entropy_reference(leaf, target, **options)
+    (grad,) = torch.autograd.grad(loss, leaf, grad_loss.double())
+    return loss.detach(), grad
+
+
+def ours_loss_and_grad(logits, target, grad_loss, **options):
+    leaf = logits.detach().clone().requires_grad_()
+    # A non-leaf input, as in a model, so that inplace_grad is allowed.
+    loss = cross_entropy(leaf * 1, target, **options)
+    (grad,) = torch.autograd.grad(loss, leaf, grad_loss.to(loss.dtype))
+    return loss, grad
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("rows,vocab,block_size", CASES)
+def test_loss_matches_torch(rows, vocab, block_size, dtype, device, check):
+    logits, target = make_inputs(rows, vocab, dtype, device)
+    loss = cross_entropy(logits, target, block_size=block_size)
+    expected = cross_entropy_reference(logits.double(), target)
+    check("cross_entropy", loss, expected, rtol=tolerance(dtype), name="loss")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("rows,vocab,block_size", CASES)
+def test_gradient_matches_float64_autograd(rows, vocab, block_size, dtype, device, check):
+    logits, target = make_inputs(rows, vocab, dtype, device)
+    grad_loss = torch.tensor(1.5, device=device)  # not 1: the backward must rescale
+    _, grad = ours_loss_and_grad(logits, target, grad_loss, block_size=block_size)
+    _, expected = reference_loss_and_grad(logits, target, grad_loss)
+    check("cross_entropy(grad)", grad, expected, rtol=tolerance(dtype), name="grad")
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1], ids=lambda v: f"smoothing={v}")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_reductions_and_label_smoothing(reduction, label_smoothing, device, check):
+    logits, target = make_inputs(6, 300, torch.float32, device, ignored=[1, 4])
+    options = {"reduction": reduction, "label_smoothing": label_smoothing}
+    grad_loss = torch.randn(6 if reduction == "none" else (), device=device)
+    loss, grad = ours_loss_and_grad(logits, target, grad_loss, block_size=128, **options)
+    expected_loss, expected_grad = reference_loss_and_grad(
+        logits, target, grad_loss, **options)
+    check("cross_entropy", loss, expected_loss, rtol=1e-5, name="loss")
+    check("cross_entropy(grad)", grad, expected_grad, rtol=1e-5, name="grad")
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 3], ids=["default_-100", "inside_vocab_3"])
+def test_ignored_rows_add_no_loss_and_no_gradient(ignore_index, device, check):
+    logits, target = make_inputs(8, 500, torch.float32, device)
+    target[target == ignore_index] = 0  # only the rows chosen below are ignored
+    target[[0, 5, 6]] = ignore_index
+    grad_loss = torch.tensor(1.0, device=device)
+    loss, grad = ours_loss_and_grad(logits, target, grad_loss, ignore_index=ignore_index)
+    expected_loss, expected_grad = reference_loss_and_grad(
+        logits, target, grad_loss, ignore_index=ignore_index)
+    assert (grad[[0, 5, 6]] == 0).all()
+    check("cross_entropy", loss, expected_loss, rtol=1e-5, name="loss")
+    check("cross_entropy(grad)", grad, expected_grad, rtol=1e-5, name="grad")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_all_rows_ignored_matches_torch(reduction, device):
+    logits, target = make_inputs(4, 100, torch.float32, device, ignored=range(4))
+    loss, grad = ours_loss_and_grad(logits, target, torch.ones(
+        4 if reduction == "none" else (), device=device), reduction=reduction)
+    expected, expected_grad = reference_loss_and_grad(logits, target, torch.ones(
+        4 if reduction == "none" else (), device=device), reduction=reduction)
+    # mean: 0 / 0 = nan, like torch; sum: 0; none: a zero per row. No gradient anywhere.
+    assert torch.equal(loss.double().isnan(), expected.isnan())
+    assert torch.equal(loss.double().nan_to_num(), expected.nan_to_num())
+    assert (grad == 0).all() and (expected_grad == 0).all()
+
+
+def test_inplace_grad_writes_the_gradient_over_the_logits(device, check):
+    logits, target = make_inputs(5, 700, torch.float32, device, ignored=[2])
+    source = logits.clone().requires_grad_()
+    buffer = source * 1  # a non-leaf, as the output of a model's last layer would be
+    loss = cross_entropy(buffer, target, inplace_grad=True, block_size=256)
+    _, expected_grad = reference_loss_and_grad(logits, target, torch.tensor(1.0))
+    check("cross_entropy(grad)", buffer.detach(), expected_grad, rtol=1e-5,
+          name="logits after the forward")
+    loss.backward()
+    check("cross_entropy(grad)", source.grad, expected_grad, rtol=1e-5, name="grad")
+
+
+def test_inplace_grad_is_caught_if_another_op_saved_the_logits(device):
+    logits, target = make_inputs(3, 50, torch.float32, device)
+    source = logits.clone().requires_grad_()
+    buffer = source * 1
+    squared = buffer * buffer  # saves buffer for its backward
+    loss = cross_entropy(buffer, target, inplace_grad=True) + squared.sum()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_without_grad_the_logits_are_left_alone(device, check):
+    logits, target = make_inputs(4, 300, torch.float32, device)
+    before = logits.clone()
+    with torch.no_grad():
+        loss = cross_entropy(logits.requires_grad_(), target, inplace_grad=True)
+    assert torch.equal(logits.detach(), before)
+    check("cross_entropy", loss, cross_entropy_reference(before.double(), target), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,magnitude", [(torch.float32, 1e4), (torch.float16, 2e4)],
+                         ids=["float32-1e4", "float16-2e4"])
+def test_large_logits_do_not_overflow(dtype, magnitude, device, check):
+    # float16 losses reach 2 * magnitude, which must stay below its largest value, 65504.
+    logits = ((torch.rand(4, 300, device=device) * 2 - 1) * magnitude).to(dtype)
+    target = torch.randint(0, 300, (4,), device=device)
+    loss = cross_entropy(logits, target, reduction="none", block_size=64)
+    assert torch.isfinite(loss).all()
+    expected = cross_entropy_reference(logits.double(), target, reduction="none")
+    check("cross_entropy", loss, expected, rtol=tolerance(dtype))
+
+
+def test_strided_rows(device, check):
+    wide = torch.randn(6, 400, device=device)
+    logits = wide[:, 13:313]  # row stride 400, 300 classes
+    target = torch.randint(0, 300, (6,), device=device)
+    grad_loss = torch.tensor(1.0, device=device)
+    _, grad = ours_loss_and_grad(logits, target, grad_loss, block_size=128)
+    _, expected = reference_loss_and_grad(logits, target, grad_loss)
+    check("cross_entropy(grad)", grad, expected, rtol=1e-5, name="grad")
+
+
+@pytest.mark.parametrize(
+    "change,error,match",
+    [
+        (lambda l, t: (l, t.int()), TypeError, "target has dtype"),
+        (lambda l, t: (l.double(), t), TypeError, "logits has dtype"),
+        (lambda l, t: (l[0], t), ValueError, "logits must have 2 dimensions"),
+        (lambda l, t: (l, t[:3]), ValueError, "one class index per row"),
+        (lambda l, t: (l.t().contiguous().t(), t), ValueError, "stride 1 along the classes"),
+        (lambda l, t: (l, t.clone().fill_(10)), ValueError, r"target\[0\] = 10"),
+        (lambda l, t: (l, t.clone().fill_(-1)), ValueError, r"target\[0\] = -1"),
+    ],
+    ids=["target_int32", "logits_float64", "logits_1d", "target_short",
+         "classes_strided", "target_too_large", "target_negative"],
+)
+def test_rejects_bad_tensors(change, error, match, device):
+    logits, target = change(*make_inputs(4, 10, torch.float32, device))
+    with pytest.raises(error, match=match):
+        cross_entropy(logits, target)
+
+
+@pytest.mark.parametrize(
+    "options,error,match",
+    [
+        ({"ignore_index": 1.5}, TypeError, "ignore_index must be an int"),
+        ({"label_smoothing": 1.5}, ValueError, "label_smoothing must be between 0 and 1"),
+        ({"reduction": "avg"}, ValueError, "reduction must be"),
+        ({"block_size": 100}, ValueError, "block_size must be a power of two"),
+        ({"inplace_grad": 1}, TypeError, "inplace_grad must be a bool"),
+    ],
+    ids=["ignore_index_float", "smoothing_above_1", "reduction_unknown", "block_not_pow2",
+         "inplace_not_bool"],
+)
+def test_rejects_bad_options(options, error, match, device):
+    logits, target = make_inputs(4, 10, torch.float32, device)
+    with pytest.raises(error, match=match):
+        cross_entropy(logits, target, **options)
+
+
+def test_rejects_inplace_grad_on_a_leaf(device):
+    logits, target = make_inputs(4, 10, torch.float32, device)
+    with pytest.raises(ValueError, match="would overwrite a leaf tensor"):
+        cross_entropy(logits.requires_grad_(), target, inplace_grad=True)
+
+
+def test_rejects_wrong_device(wrong_device, device):
+    logits, target = make_inputs(4, 10, torch.float32, device)
+    with pytest.raises(ValueError, match="logits is on"):
+        cross_entropy(logits.to(wrong_device), target)

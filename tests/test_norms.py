@@ -1,0 +1,172 @@
+import pytest
+import torch
+
+from conftest import FLOAT_DTYPES
+from triton_guide import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
+from triton_guide import runtime
+from triton_guide.norms import MAX_BLOCK, norm_backward, norm_forward
+from triton_guide.testing import tolerance
+
+SHAPES = runtime.pick(
+    interpreter=[
+        pytest.param((1, 1), id="hidden=1"),
+        pytest.param((1, 64), id="rows=1"),
+        pytest.param((5, 3), id="hidden=3"),
+        pytest.param((37, 1000), id="non_power_of_two"),
+        pytest.param((2, 3, 129), id="3d_tail_of_1"),
+        pytest.param((3, 4097), id="hidden=4097"),
+    ],
+    gpu=[
+        pytest.param((1, 1), id="hidden=1"),
+        pytest.param((1, 64), id="rows=1"),
+        pytest.param((5, 3), id="hidden=3"),
+        pytest.param((37, 1000), id="non_power_of_two"),
+        pytest.param((2, 3, 129), id="3d_tail_of_1"),
+        pytest.param((3, 4097), id="hidden=4097"),
+        pytest.param((4099, 4096), id="4099x4096"),
+        pytest.param((257, 16384), id="hidden=16384"),
+    ],
+)
+NORMS = ["layer_norm", "layer_norm_no_bias", "rms_norm"]
+EPS = 1e-5
+
+
+def make_inputs(shape, dtype, device, norm):
+    hidden = shape[-1]
+    x = torch.randn(shape, device=device).to(dtype)
+    weight = (1 + 0.5 * torch.randn(hidden, device=device)).to(dtype)
+    bias = torch.randn(hidden, device=device).to(dtype) if norm == "layer_norm" else None
+    return x, weight, bias
+
+
+def ours(norm, x, weight, bias):
+    if norm == "rms_norm":
+        return rms_norm(x, weight, EPS)
+    return layer_norm(x, weight, bias, EPS)
+
+
+def reference(norm, x, weight, bias):
+    if norm == "rms_norm":
+        return rms_norm_reference(x, weight, EPS)
+    return layer_norm_reference(x, weight, bias, EPS)
+
+
+def gradients(fn, norm, x, weight, bias, grad_y):
+    """Gradients of (fn's output * grad_y).sum() with respect to x, weight and bias."""
+    inputs = [t.detach().clone().requires_grad_() for t in (x, weight, bias) if t is not None]
+    y = fn(norm, inputs[0], inputs[1], inputs[2] if len(inputs) == 3 else None)
+    return torch.autograd.grad(y, inputs, grad_y.to(y.dtype))
+
+
+def double(t):
+    return None if t is None else t.double()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_forward_matches_torch(norm, shape, dtype, device, check):
+    x, weight, bias = make_inputs(shape, dtype, device, norm)
+    expected = reference(norm, x.double(), weight.double(), double(bias))
+    check(norm, ours(norm, x, weight, bias), expected, rtol=tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_gradients_match_float64_autograd(norm, shape, dtype, device, check):
+    x, weight, bias = make_inputs(shape, dtype, device, norm)
+    grad_y = torch.randn(shape, device=device)
+    got = gradients(ours, norm, x, weight, bias, grad_y)
+    expected = gradients(reference, norm, x.double(), weight.double(), double(bias), grad_y)
+    rtol = tolerance(dtype)
+    for name, actual, want in zip(("dx", "dweight", "dbias"), got, expected):
+        # atol: with one column, LayerNorm's x_hat and dweight are exactly 0 (float64
+        # leaves ~1e-16), and RMSNorm's dx = g * rstd * eps / (x**2 + eps) is the
+        # difference of two terms of size |g| * rstd, so it is exact only to rtol of those.
+        atol = 1e-6
+        if shape[-1] == 1 and name == "dx" and norm == "rms_norm":
+            rstd = (x.double() ** 2 + EPS).rsqrt()
+            atol = rtol * (grad_y.double() * weight.double() * rstd).abs().max().item()
+        check(f"{norm}(grad)", actual, want, rtol=rtol, atol=atol, name=name)
+
+
+@pytest.mark.parametrize("num_partials", [1, 3, 40], ids=lambda p: f"partials={p}")
+def test_weight_gradient_does_not_depend_on_the_split(num_partials, device, check):
+    # 40 partial rows for 37 rows: some programs get no row and must write zeros.
+    x, weight, bias = make_inputs((37, 300), torch.float32, device, "layer_norm")
+    grad_y = torch.randn(37, 300, device=device)
+    y, mean, rstd = norm_forward(x, weight, bias, EPS, True)
+    _, grad_weight, grad_bias = norm_backward(grad_y, x, weight, mean, rstd, True, True,
+                                              num_partials=num_partials)
+    expected = gradients(reference, "layer_norm", x.double(), weight.double(),
+                         bias.double(), grad_y)
+    check("layer_norm(grad)", grad_weight, expected[1], rtol=1e-5, name="dweight")
+    check("layer_norm(grad)", grad_bias, expected[2], rtol=1e-5, name="dbias")
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_strided_rows(norm, device, check):
+    wide, weight, bias = make_inputs((9, 600), torch.float32, device, norm)
+    x = wide[::2, 17:250]  # row stride 1200, 233 columns
+    weight, bias = weight[:233].contiguous(), None if bias is None else bias[:233]
+    grad_y = torch.randn(x.shape, device=device)
+    got = gradients(ours, norm, x, weight, bias, grad_y)
+    expected = gradients(reference, norm, x.double(), weight.double(), double(bias), grad_y)
+    check(f"{norm}(grad)", got[0], expected[0], rtol=1e-5, name="dx")
+
+
+def test_rms_norm_default_eps_is_torch_default(device, check):
+    x, weight, _ = make_inputs((4, 50), torch.float16, device, "rms_norm")
+    x = x * 1e-2  # small rows, where eps matters
+    expected = rms_norm_reference(x.double(), weight.double(), torch.finfo(x.dtype).eps)
+    check("rms_norm", rms_norm(x, weight), expected, rtol=tolerance(torch.float16))
+
+
+def test_constant_rows_have_zero_layer_norm(device, check):
+    x = torch.full((3, 100), 7.0, device=device)
+    weight, bias = torch.ones(100, device=device), torch.zeros(100, device=device)
+    check("layer_norm", layer_norm(x, weight, bias), torch.zeros(3, 100), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change,error,match",
+    [
+        (lambda x, w, b: (x.int(), w, b), TypeError, "x has dtype"),
+        (lambda x, w, b: (x, w.half(), b), TypeError, "x and weight must have the same dtype"),
+        (lambda x, w, b: (x, w[:5], b), ValueError, "weight must have one element per column"),
+        (lambda x, w, b: (x, w, b[:5]), ValueError, "bias must have one element per column"),
+        (lambda x, w, b: (x, None, b), TypeError, "weight must be a torch.Tensor"),
+        (lambda x, w, b: (x.t(), w[:4], b[:4]), ValueError, "stride 1 along its last"),
+        (lambda x, w, b: (x, w.repeat(2)[::2], b), ValueError, "weight must be contiguous"),
+    ],
+    ids=["x_int", "weight_float16", "weight_short", "bias_short", "weight_none",
+         "x_transposed", "weight_strided"],
+)
+def test_rejects_bad_tensors(change, error, match, device):
+    x, weight, bias = change(*make_inputs((4, 10), torch.float32, device, "layer_norm"))
+    with pytest.raises(error, match=match):
+        layer_norm(x, weight, bias)
+
+
+def test_rejects_rows_that_cannot_be_flattened(device):
+    x = torch.randn(4, 6, 10, device=device).transpose(0, 1)
+    with pytest.raises(ValueError, match="cannot be flattened"):
+        rms_norm(x, torch.ones(10, device=device))
+
+
+def test_rejects_rows_wider_than_a_block(device):
+    x = torch.randn(1, MAX_BLOCK + 1, device=device)
+    with pytest.raises(ValueError, match="do not fit one block"):
+        layer_norm(x, torch.ones(MAX_BLOCK + 1, device=device))
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-5, float("nan"), "1e-5"], ids=str)
+def test_rejects_bad_eps(eps, device):
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        rms_norm(torch.randn(2, 8, device=device), torch.ones(8, device=device), eps)
+
+
+def test_rejects_wrong_device(wrong_device, device):
+    with pytest.raises(ValueError, match="x is on"):
+        layer_norm(torch.randn(3, 4, device=wrong_device), torch.ones(4, device=device))

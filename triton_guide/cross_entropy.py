@@ -1,0 +1,225 @@
+"""Cross-entropy over logits (rows x vocabulary), with its gradient computed in the forward.
+
+One program per row streams the row through in blocks: an online log-sum-exp (a running
+maximum and a running sum, rescaled when the maximum grows) plus the target's logit give the
+loss. When the logits need a gradient, a second pass over the same row writes
+``softmax - onehot`` (label smoothing and the reduction's scale folded in) straight into a
+gradient buffer, so no ``rows x vocabulary`` softmax or log-softmax is ever kept. The
+backward then only rescales that buffer if the incoming gradient is not 1.
+
+``inplace_grad=True`` writes the gradient over the logits themselves (Liger-Kernel's trick):
+no second ``rows x vocabulary`` buffer at all, but the logits are destroyed by the forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .validation import check_tensor
+
+# Vocabulary columns a program reads per step.
+VOCAB_BLOCK = 4096
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def cross_entropy_reference(
+    logits: torch.Tensor, target: torch.Tensor, *, ignore_index: int = -100,
+    label_smoothing: float = 0.0, reduction: str = "mean",
+) -> torch.Tensor:
+    """What :func:`cross_entropy` computes, in plain PyTorch."""
+    return torch.nn.functional.cross_entropy(
+        logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
+        reduction=reduction,
+    )
+
+
+@triton.jit
+def cross_entropy_forward_kernel(
+    logits_ptr,
+    logits_row_stride,  # elements between the starts of two rows of logits
+    target_ptr,  # int64, one class index per row
+    loss_ptr,  # float32, one loss per row (0 for ignored rows)
+    grad_ptr,  # where d(loss)/d(logits) goes; may be logits_ptr itself
+    grad_row_stride,
+    num_classes,  # the vocabulary size V
+    ignore_index,
+    label_smoothing,  # eps: the target gets 1 - eps, every class also gets eps / V
+    grad_scale,  # 1 / (rows not ignored) for a mean, 1 otherwise
+    COMPUTE_GRAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # vocabulary columns per step
+):
+    row = tl.program_id(0).to(tl.int64)  # 64-bit: rows x V may pass 2**31 in bytes
+    logits_row = logits_ptr + row * logits_row_stride
+    grad_row = grad_ptr + row * grad_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+    target = tl.load(target_ptr + row)
+
+    if target == ignore_index:
+        # An ignored row adds nothing to the loss and gets a zero gradient.
+        tl.store(loss_ptr + row, 0.0)
+        if COMPUTE_GRAD:
+            for start in range(0, num_classes, BLOCK_SIZE):
+                mask = start + cols < num_classes
+                zeros = tl.zeros([BLOCK_SIZE], tl.float32)
+                tl.store(grad_row + start + cols, zeros.to(grad_ptr.dtype.element_ty),
+                         mask=mask)
+        return
+
+    # Pass 1: online log-sum-exp. m is the largest logit seen so far, s the sum of
+    # exp(x - m) over the logits seen so far; a new maximum rescales s by exp(m - m_new).
+    m = -float("inf")
+    s = 0.0
+    logit_sum = 0.0  # sum of all logits, for label smoothing
+    for start in range(0, num_classes, BLOCK_SIZE):
+        mask = start + cols < num_classes
+        x = tl.load(logits_row + start + cols, mask=mask, other=-float("inf"))
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+        logit_sum += tl.sum(tl.where(mask, x, 0.0), axis=0)
+    lse = m + tl.log(s)
+
+    # -log p(target) with the target's weight 1 - eps, and -mean(log p) with weight eps.
+    target_logit = tl.load(logits_row + target).to(tl.float32)
+    loss = lse - (1.0 - label_smoothing) * target_logit
+    loss -= label_smoothing * logit_sum / num_classes
+    tl.store(loss_ptr + row, loss)
+
+    if COMPUTE_GRAD:
+        # Pass 2: d(loss)/dx_j = softmax_j - (1 - eps) * [j == target] - eps / V.
+        # Each block is read before it is written, so grad_ptr may alias logits_ptr.
+        for start in range(0, num_classes, BLOCK_SIZE):
+            mask = start + cols < num_classes
+            x = tl.load(logits_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+            grad = tl.exp(x - lse) - label_smoothing / num_classes
+            grad = tl.where(start + cols == target, grad - (1.0 - label_smoothing), grad)
+            tl.store(grad_row + start + cols,
+                     (grad * grad_scale).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+def _num_warps(block_size: int) -> int:
+    return 8 if block_size >= 2048 else 4
+
+
+def cross_entropy_forward(
+    logits: torch.Tensor, target: torch.Tensor, ignore_index: int, label_smoothing: float,
+    reduction: str, compute_grad: bool, inplace_grad: bool, block_size: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the kernel; return the loss and, if asked, the (scaled) gradient."""
+    num_rows, num_classes = logits.shape
+    valid_rows = int((target != ignore_index).sum())  # one host sync
+    grad_scale = 1.0 / valid_rows if reduction == "mean" and valid_rows > 0 else 1.0
+    losses = torch.empty(num_rows, dtype=torch.float32, device=logits.device)
+    if compute_grad:
+        grad = logits if inplace_grad else torch.empty_like(logits)
+    else:
+        grad = losses  # never written: COMPUTE_GRAD is False
+    block = min(block_size, triton.next_power_of_2(num_classes))
+    cross_entropy_forward_kernel[(num_rows,)](
+        logits, logits.stride(0), target, losses, grad,
+        grad.stride(0) if compute_grad else 0,
+        num_classes, ignore_index, label_smoothing, grad_scale,
+        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_num_warps(block),
+    )
+    if reduction == "none":
+        loss = losses
+    elif reduction == "sum":
+        loss = losses.sum()
+    else:  # like torch: 0 / 0 = nan when every row is ignored
+        loss = losses.sum() / valid_rows if valid_rows > 0 else losses.sum() * float("nan")
+    return loss.to(logits.dtype), (grad if compute_grad else None)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, target, ignore_index, label_smoothing, reduction,
+                compute_grad, inplace_grad, block_size):
+        loss, grad = cross_entropy_forward(
+            logits, target, ignore_index, label_smoothing, reduction, compute_grad,
+            inplace_grad, block_size,
+        )
+        if compute_grad and inplace_grad:
+            # The kernel wrote through a raw pointer, which autograd cannot see: tell it,
+            # so that any other operation that saved these logits fails loudly in its
+            # backward instead of reading gradients.
+            torch.autograd.graph.increment_version(logits)
+        if compute_grad:
+            ctx.save_for_backward(grad.detach())
+        ctx.reduction = reduction
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        (grad,) = ctx.saved_tensors
+        if ctx.reduction == "none":
+            grad.mul_(grad_loss.to(grad.dtype).unsqueeze(1))
+        elif not torch.equal(grad_loss, torch.ones_like(grad_loss)):
+            # The usual case, loss.backward(), passes 1: then the buffer is already the
+            # answer and the backward moves no bytes at all.
+            grad.mul_(grad_loss.to(grad.dtype))
+        return grad, None, None, None, None, None, None, None
+
+
+def cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, *, ignore_index: int = -100,
+    label_smoothing: float = 0.0, reduction: str = "mean", inplace_grad: bool = False,
+    block_size: int = VOCAB_BLOCK,
+) -> torch.Tensor:
+    """Cross-entropy between ``logits`` (rows x classes) and class indices ``target``.
+
+    Matches ``torch.nn.functional.cross_entropy`` for 2-D logits: rows whose target equals
+    ``ignore_index`` contribute neither loss nor gradient, ``label_smoothing`` mixes the
+    one-hot target with the uniform distribution, and ``reduction`` is ``"mean"`` (over
+    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``.
+
+    When ``logits`` requires a gradient, the forward also computes it (one more pass over
+    the logits) into a new ``rows x classes`` buffer that lives until the backward.
+    ``inplace_grad=True`` writes it over ``logits`` instead, saving that buffer: only do
+    this when nothing else will read the logits after the loss (the usual case for the
+    last layer of a language model). ``block_size`` (a power of two) is the number of
+    classes a program reads per step.
+    """
+    check_tensor("logits", logits, ndim=2)
+    check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
+    if logits.stride(1) != 1:
+        raise ValueError(
+            f"logits must have stride 1 along the classes, got strides {logits.stride()}; "
+            "pass logits.contiguous()"
+        )
+    num_rows, num_classes = logits.shape
+    if target.shape[0] != num_rows:
+        raise ValueError(
+            f"target must hold one class index per row of logits ({num_rows}), got shape "
+            f"{tuple(target.shape)}; for logits of shape (batch, seq, V) pass "
+            "logits.view(-1, V) and target.view(-1)"
+        )
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index must be an int, got {ignore_index!r}")
+    if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0 and 1, got {label_smoothing!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if not isinstance(inplace_grad, bool):
+        raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
+    if not isinstance(block_size, int) or block_size < 1 or block_size & (block_size - 1):
+        raise ValueError(f"block_size must be a power of two, got {block_size!r}")
+    out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
+    if out_of_range.any():  # a host sync, like torch's own device-side check
+        bad = int(out_of_range.nonzero()[0, 0])
+        raise ValueError(
+            f"target[{bad}] = {int(target[bad])} is not a class index: targets must lie in "
+            f"[0, {num_classes}) or equal ignore_index ({ignore_index})"
+        )
+    compute_grad = torch.is_grad_enabled() and logits.requires_grad
+    if inplace_grad and compute_grad and logits.is_leaf:
+        raise ValueError(
+            "inplace_grad=True would overwrite a leaf tensor that requires grad; pass "
+            "inplace_grad=False, or logits computed from the leaf (e.g. x @ weight.T)"
+        )
+    return _CrossEntropy.apply(
+        logits, target, ignore_index, float(label_smoothing), reduction, compute_grad,
+        inplace_grad, block_size,
+    )

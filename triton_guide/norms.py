@@ -1,0 +1,314 @@
+"""LayerNorm and RMSNorm over the last dimension, forward and backward.
+
+The two norms share their kernels: RMSNorm is LayerNorm without the mean (``SUBTRACT_MEAN``)
+and, here, without a bias. One program normalises one row, which must fit in one block of
+at most :data:`MAX_BLOCK` elements. The forward saves each row's mean and ``1 / std``
+(``rstd``) in float32 so that the backward does not recompute the statistics.
+
+The backward has two kinds of output. ``dx`` belongs to one row, so each program writes it
+directly. ``dweight`` (and ``dbias``) sum over every row, so many programs contribute to each
+element: each program handles a contiguous range of rows, sums its rows' contributions in
+registers, and writes one row of partial sums; a second kernel then adds the partial rows
+up. No atomics, no locks, and the same result on every run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .runtime import interpreting
+from .validation import check_same_dtype, check_tensor
+
+# The widest row (elements) a program normalises in one block.
+MAX_BLOCK = 16384
+# Columns per program in the kernel that adds the partial sums up.
+PARTIAL_SUM_BLOCK = 128
+
+
+def layer_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """What :func:`layer_norm` computes, in plain PyTorch."""
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def rms_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor, eps: float | None = None
+) -> torch.Tensor:
+    """What :func:`rms_norm` computes, in plain PyTorch."""
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+@triton.jit
+def norm_forward_kernel(
+    x_ptr,
+    y_ptr,
+    weight_ptr,
+    bias_ptr,  # ignored unless HAS_BIAS
+    mean_ptr,  # float32, one per row; written only if SUBTRACT_MEAN
+    rstd_ptr,  # float32, one per row: 1 / sqrt(variance + eps)
+    x_row_stride,  # elements between the starts of two rows of x
+    y_row_stride,
+    num_cols,  # the normalised size (hidden size)
+    eps,
+    SUBTRACT_MEAN: tl.constexpr,  # True: LayerNorm; False: RMSNorm
+    HAS_BIAS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # a power of two >= num_cols: the whole row in one block
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < num_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    if SUBTRACT_MEAN:
+        mean = tl.sum(x, axis=0) / num_cols
+        tl.store(mean_ptr + row, mean)
+        # Padding lanes must stay 0, or they would count in the variance below.
+        x = tl.where(mask, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / num_cols + eps)
+    tl.store(rstd_ptr + row, rstd)
+    y = x * rstd * tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        y += tl.load(bias_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def norm_backward_kernel(
+    x_ptr,
+    grad_y_ptr,
+    grad_x_ptr,
+    weight_ptr,
+    mean_ptr,  # read only if SUBTRACT_MEAN
+    rstd_ptr,
+    partial_grad_weight_ptr,  # float32 (num_programs, num_cols): this program's row sums
+    partial_grad_bias_ptr,  # the same for the bias; ignored unless HAS_BIAS
+    x_row_stride,
+    grad_y_row_stride,
+    grad_x_row_stride,
+    num_rows,
+    num_cols,
+    rows_per_program,  # this program handles rows [pid * rows_per_program, ...) of them
+    SUBTRACT_MEAN: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < num_cols
+    weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    grad_weight = tl.zeros([BLOCK_SIZE], tl.float32)
+    grad_bias = tl.zeros([BLOCK_SIZE], tl.float32)
+
+    row_start = pid.to(tl.int64) * rows_per_program  # 64-bit offsets from here on
+    row_end = tl.minimum(row_start + rows_per_program, num_rows)
+    for row in range(row_start, row_end):
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
+        x = x.to(tl.float32)
+        grad_y = tl.load(grad_y_ptr + row * grad_y_row_stride + cols, mask=mask, other=0.0)
+        grad_y = grad_y.to(tl.float32)
+        rstd = tl.load(rstd_ptr + row)
+        if SUBTRACT_MEAN:
+            x = x - tl.load(mean_ptr + row)
+        x_hat = tl.where(mask, x * rstd, 0.0)  # the normalised row, 0 in the padding
+        g = grad_y * weight  # the gradient with respect to x_hat
+        # dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)); RMSNorm has no mean(g) term
+        # because it subtracts no mean in the forward.
+        correction = x_hat * (tl.sum(g * x_hat, axis=0) / num_cols)
+        if SUBTRACT_MEAN:
+            correction += tl.sum(g, axis=0) / num_cols
+        grad_x = (g - correction) * rstd
+        tl.store(grad_x_ptr + row * grad_x_row_stride + cols,
+                 grad_x.to(grad_x_ptr.dtype.element_ty), mask=mask)
+        grad_weight += grad_y * x_hat
+        if HAS_BIAS:
+            grad_bias += grad_y
+
+    tl.store(partial_grad_weight_ptr + pid * num_cols + cols, grad_weight, mask=mask)
+    if HAS_BIAS:
+        tl.store(partial_grad_bias_ptr + pid * num_cols + cols, grad_bias, mask=mask)
+
+
+@triton.jit
+def sum_partials_kernel(
+    partial_ptr,  # float32 (num_partials, num_cols), contiguous
+    out_ptr,  # (num_cols,): the column sums, in out_ptr's dtype
+    num_partials,
+    num_cols,
+    BLOCK_SIZE: tl.constexpr,  # columns per program
+):
+    cols = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = cols < num_cols
+    total = tl.zeros([BLOCK_SIZE], tl.float32)
+    for partial in range(0, num_partials):
+        total += tl.load(partial_ptr + partial * num_cols + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _num_warps(block_size: int) -> int:
+    if block_size >= 16384:
+        return 16
+    if block_size >= 2048:
+        return 8
+    return 4
+
+
+def default_num_partials(num_rows: int) -> int:
+    """How many programs the backward splits the rows among (= rows of partial sums).
+
+    On a GPU, two per streaming multiprocessor: enough to keep every SM busy, few enough
+    that the partial sums stay small next to ``x``. Under the interpreter, 4, so that the
+    tests see programs with several rows each.
+    """
+    if interpreting():
+        wanted = 4
+    else:
+        wanted = 2 * torch.cuda.get_device_properties(0).multi_processor_count
+    return max(1, min(num_rows, wanted))
+
+
+def norm_forward(
+    x_rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
+    subtract_mean: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch the forward kernel on 2-D ``x_rows``; return ``y``, ``mean`` and ``rstd``."""
+    num_rows, num_cols = x_rows.shape
+    y = torch.empty((num_rows, num_cols), dtype=x_rows.dtype, device=x_rows.device)
+    mean = torch.empty(num_rows if subtract_mean else 1, dtype=torch.float32,
+                       device=x_rows.device)
+    rstd = torch.empty(num_rows, dtype=torch.float32, device=x_rows.device)
+    block = triton.next_power_of_2(num_cols)
+    norm_forward_kernel[(num_rows,)](
+        x_rows, y, weight, weight if bias is None else bias, mean, rstd,
+        x_rows.stride(0), y.stride(0), num_cols, eps,
+        SUBTRACT_MEAN=subtract_mean, HAS_BIAS=bias is not None, BLOCK_SIZE=block,
+        num_warps=_num_warps(block),
+    )
+    return y, mean, rstd
+
+
+def norm_backward(
+    grad_y: torch.Tensor, x_rows: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
+    rstd: torch.Tensor, has_bias: bool, subtract_mean: bool, num_partials: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Launch the backward kernels; return ``dx`` (2-D), ``dweight`` and ``dbias``."""
+    num_rows, num_cols = x_rows.shape
+    grad_y = grad_y.contiguous().view(num_rows, num_cols)
+    if num_partials is None:
+        num_partials = default_num_partials(num_rows)
+    rows_per_program = triton.cdiv(num_rows, num_partials)
+    grad_x = torch.empty((num_rows, num_cols), dtype=x_rows.dtype, device=x_rows.device)
+    partial_shape = (num_partials, num_cols)
+    partial_weight = torch.empty(partial_shape, dtype=torch.float32, device=x_rows.device)
+    partial_bias = torch.empty(partial_shape if has_bias else (1,), dtype=torch.float32,
+                               device=x_rows.device)
+    block = triton.next_power_of_2(num_cols)
+    norm_backward_kernel[(num_partials,)](
+        x_rows, grad_y, grad_x, weight, mean, rstd, partial_weight, partial_bias,
+        x_rows.stride(0), grad_y.stride(0), grad_x.stride(0),
+        num_rows, num_cols, rows_per_program,
+        SUBTRACT_MEAN=subtract_mean, HAS_BIAS=has_bias, BLOCK_SIZE=block,
+        num_warps=_num_warps(block),
+    )
+    sum_grid = (triton.cdiv(num_cols, PARTIAL_SUM_BLOCK),)
+    grad_weight = torch.empty_like(weight)
+    sum_partials_kernel[sum_grid](partial_weight, grad_weight, num_partials, num_cols,
+                                  BLOCK_SIZE=PARTIAL_SUM_BLOCK)
+    grad_bias = None
+    if has_bias:
+        grad_bias = torch.empty_like(weight)
+        sum_partials_kernel[sum_grid](partial_bias, grad_bias, num_partials, num_cols,
+                                      BLOCK_SIZE=PARTIAL_SUM_BLOCK)
+    return grad_x, grad_weight, grad_bias
+
+
+class _Norm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, subtract_mean):
+        x_rows = x.view(-1, x.shape[-1])
+        y, mean, rstd = norm_forward(x_rows, weight, bias, eps, subtract_mean)
+        ctx.save_for_backward(x_rows, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.subtract_mean = subtract_mean
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x_rows, weight, mean, rstd = ctx.saved_tensors
+        grad_x, grad_weight, grad_bias = norm_backward(
+            grad_y, x_rows, weight, mean, rstd, ctx.has_bias, ctx.subtract_mean,
+        )
+        return grad_x.view(grad_y.shape), grad_weight, grad_bias, None, None
+
+
+def _check_inputs(x, weight, bias, eps) -> None:
+    check_tensor("x", x, min_ndim=1)
+    if x.stride(-1) != 1:
+        raise ValueError(
+            f"x must have stride 1 along its last dimension, got strides {x.stride()}; "
+            "pass x.contiguous()"
+        )
+    num_cols = x.shape[-1]
+    try:
+        x.view(-1, num_cols)
+    except RuntimeError:
+        raise ValueError(
+            f"the leading dimensions of x (strides {x.stride()}) cannot be flattened into "
+            "rows without a copy; pass x.contiguous()"
+        ) from None
+    if triton.next_power_of_2(num_cols) > MAX_BLOCK:
+        raise ValueError(
+            f"rows of {num_cols} elements do not fit one block (at most {MAX_BLOCK}); "
+            "normalise in chunks with torch instead"
+        )
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is None and name == "bias":
+            continue
+        check_tensor(name, value, ndim=1)
+        check_same_dtype("x", x, name, value)
+        if value.shape[0] != num_cols:
+            raise ValueError(
+                f"{name} must have one element per column of x ({num_cols}), got shape "
+                f"{tuple(value.shape)}"
+            )
+        if value.stride(0) != 1:
+            raise ValueError(f"{name} must be contiguous; pass {name}.contiguous()")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
+        math.isfinite(eps) and eps > 0
+    ):
+        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+
+
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimension.
+
+    Like ``torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)``, and
+    differentiable in ``x``, ``weight`` and ``bias``. ``x`` may have any rank (leading
+    dimensions are flattened into rows, which may be strided); ``weight`` and ``bias``
+    (optional) have one element per column and ``x``'s dtype. Rows of up to
+    :data:`MAX_BLOCK` elements.
+    """
+    _check_inputs(x, weight, bias, eps)
+    return _Norm.apply(x, weight, bias, float(eps), True)
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float | None = None
+) -> torch.Tensor:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the last dimension.
+
+    Like ``torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)``, and
+    differentiable in ``x`` and ``weight``. As in torch, ``eps=None`` means
+    ``torch.finfo(x.dtype).eps``. Same shapes and limits as :func:`layer_norm`.
+    """
+    if eps is None and isinstance(x, torch.Tensor) and x.is_floating_point():
+        eps = torch.finfo(x.dtype).eps
+    _check_inputs(x, weight, None, eps)
+    return _Norm.apply(x, weight, None, float(eps), False)
