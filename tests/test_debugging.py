@@ -19,7 +19,8 @@ from triton_guide.debugging import (
 from triton_guide.vector_add import vector_add_kernel
 
 VECTOR_ADD_SIGNATURE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
-                        "num_elements": "i32", "BLOCK_SIZE": "constexpr"}
+                        "num_elements": "i32", "BLOCK_SIZE": "constexpr",
+                        "INT64_OFFSETS": "constexpr"}
 
 
 @triton.jit
@@ -70,7 +71,7 @@ def test_compile_kernels_reports_errors_and_compiles_correct_kernels():
     # One fresh compiler process for all three, unaffected by what this process ran.
     results = compile_kernels([
         (arange_of_100_kernel, {"out_ptr": "*fp32"}, {}),
-        (vector_add_kernel, VECTOR_ADD_SIGNATURE, {"BLOCK_SIZE": 256}),
+        (vector_add_kernel, VECTOR_ADD_SIGNATURE, {"BLOCK_SIZE": 256, "INT64_OFFSETS": False}),
         (checked_sqrt_kernel, SQRT_SIGNATURE, {"BLOCK_SIZE": 8, "VERBOSE": True}),
     ])
     summary = [(r.error_type, "power of 2" in r.message, r.ptx_lines > 0,

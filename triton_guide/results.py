@@ -40,7 +40,7 @@ RESULTS_ENV = "TRITON_GUIDE_RESULTS"
 RECORD_ENV = "TRITON_GUIDE_RECORD"
 TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
 # Shared machinery: editing these does not change what a page's kernels compute or how fast.
-MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results"})
+MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library"})
 STALE = "recorded before the kernel changed: these numbers may be stale"
 
 
