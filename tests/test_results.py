@@ -303,3 +303,48 @@ def test_unit_and_ceiling_must_agree(page, tmp_path):
     bench = Benchmark(page, results_dir=tmp_path)
     with pytest.raises(ValueError, match="unit='GB/s' does not match ceiling='gemm_fp16'"):
         bench.sweep(TITLE, XS, {}, None, unit="GB/s", ceiling="gemm_fp16")
+
+
+def fake_live_gpu(monkeypatch) -> None:
+    """The GPU code path with the GPU faked (SYNTHETIC stand-ins, as above)."""
+    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
+    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
+    monkeypatch.setattr(store, "gpu_environment", lambda: {
+        "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
+        "cuda": None})
+
+
+def test_measure_records_each_value_once_with_no_ceiling(page, tmp_path, monkeypatch):
+    fake_live_gpu(monkeypatch)
+    monkeypatch.setenv(store.RECORD_ENV, "1")
+    calls = []
+
+    def peak(x):
+        return lambda: calls.append(x) or x / 4
+
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    results = bench.measure("synthetic peak", XS, {"ours": peak}, label="n", unit="GiB")
+    (written,) = store.load("synthetic_add", tmp_path / "results")
+    entry = written["benchmarks"][0]
+    assert (calls, entry["series"][0]["values"], entry["ceiling"], entry["unit"]) == (
+        XS, [x / 4 for x in XS], None, "GiB")
+    assert "ceiling (GiB)" not in results.summary()
+
+
+@needs_interpreter
+def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    record = synthetic_record(page, "NVIDIA Synthetic A100")
+    record["benchmarks"] = [{
+        "title": "synthetic peak", "label": "n", "xlabel": "n", "unit": "GiB", "logx": True,
+        "x": XS, "ceiling": None,
+        "series": [{"label": "ours", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]}]}]
+    store.save(record, tmp_path / "results")
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    (run,) = bench.measure("synthetic peak", XS, {"ours": None}, label="n", unit="GiB")
+    figure = benchmark.Results("synthetic peak", label="n", xlabel="n", unit="GiB",
+                               logx=True, runs=[run]).plot()
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    plt.close(figure)
+    assert (run["ours"], run.notes, labels) == ([0.5, 1.0, 2.0], [], ["Synthetic A100: ours"])

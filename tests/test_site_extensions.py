@@ -8,6 +8,7 @@ exactly the page that uses it, and a rebuild with no change must execute none.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -82,11 +83,14 @@ def build(project: Path) -> list[str]:
     """Build the toy site; return the pages that were executed."""
     log = project / "run.log"
     log.write_text("")
-    subprocess.run(
+    env = {"RUN_LOG": str(log), "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # where Sphinx is installed, when it is not site-packages
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-q", "-b", "html", "docs", "docs/_build"],
-        cwd=project, check=True, capture_output=True,
-        env={"RUN_LOG": str(log), "PATH": "/usr/bin:/bin"},
+        cwd=project, capture_output=True, text=True, env=env,
     )
+    assert done.returncode == 0, f"the toy site did not build:\n{done.stderr[-3000:]}"
     return sorted(log.read_text().split())
 
 

@@ -26,6 +26,14 @@ ceiling that bounds it (``"copy"`` for memory-bound kernels, ``"gemm_fp16"`` or
     for run in results:                               # numbers for the prose
         print(f"{run.gpu}: {run.fraction_of_ceiling('triton_guide'):.0%} of the ceiling")
 
+A number that is not a rate under a roof (peak memory, the wall time of a first call that
+compiles) is one :meth:`Benchmark.measure`: each variant returns a callable that measures
+once and returns the value in ``unit``; it is recorded and recalled the same way, without a
+ceiling::
+
+    peak = bench.measure("peak memory", rows, {"torch": torch_peak, "ours": our_peak},
+                         label="rows", unit="GiB")
+
 On a GPU, ``sweep`` times the variants now (and, with ``TRITON_GUIDE_RECORD=1``, as
 ``make bench`` sets it, writes them to ``results/<gpu>/<page>.json``); recordings of other
 GPUs are drawn beside them. Without a GPU it times nothing: it returns the recordings of
@@ -112,7 +120,7 @@ def sweep(
 
 
 def _print_row(label: str, x, values: dict[str, float]) -> None:
-    cells = "   ".join(f"{name} {value:8.1f}" for name, value in values.items())
+    cells = "   ".join(f"{name} {_number(value):>8}" for name, value in values.items())
     print(f"{label}={x}: {cells}", flush=True)
 
 
@@ -274,6 +282,11 @@ class Results:
     def __bool__(self) -> bool:
         return bool(self.runs)
 
+    @property
+    def has_ceiling(self) -> bool:
+        """Whether any run has a ceiling (a :meth:`Benchmark.measure` has none)."""
+        return any(run.ceiling is not None for run in self.runs)
+
     def variant_names(self) -> list[str]:
         names: list[str] = []
         for run in self.runs:
@@ -289,7 +302,7 @@ class Results:
 
         names = self.variant_names()
         line = 0.16  # inches per line of small text
-        legend_rows = len(names) + 1
+        legend_rows = len(names) + self.has_ceiling
         footer = line * len(self.runs) + 0.1
         below = 0.55 + line * legend_rows + 0.1 + footer  # tick labels, xlabel, legend, footer
         height = 3.4 + 0.4 + below
@@ -304,9 +317,11 @@ class Results:
                           marker=MARKERS[j % len(MARKERS)], markersize=4,
                           label=f"{run.gpu}: {name}")
             roof = run.ceiling
-            axes.axhline(roof.value if roof else math.nan, color=colour, linewidth=3,
-                         alpha=0.35, label=f"{run.gpu}: ceiling, {roof.label} "
-                         f"{roof.value:,.0f} {roof.unit}" if roof else f"{run.gpu}: no ceiling")
+            if roof is not None or self.has_ceiling:
+                axes.axhline(roof.value if roof else math.nan, color=colour, linewidth=3,
+                             alpha=0.35, label=f"{run.gpu}: ceiling, {roof.label} "
+                             f"{roof.value:,.0f} {roof.unit}" if roof
+                             else f"{run.gpu}: no ceiling")
         if self.logx:
             axes.set_xscale("log", base=2)
         axes.set_xlabel(self.xlabel)
@@ -342,10 +357,12 @@ class Results:
         add(f"largest {self.label}", lambda run: run.xs[run.largest])
         for name in self.variant_names():
             add(f"{name} ({self.unit})", lambda run, name=name: run.at_largest(name))
-        add(f"ceiling ({self.unit})",
-            lambda run: run.ceiling.value if run.ceiling else math.nan)
-        for name in self.variant_names():
-            add(f"{name} / ceiling", lambda run, name=name: run.fraction_of_ceiling(name))
+        if self.has_ceiling:
+            add(f"ceiling ({self.unit})",
+                lambda run: run.ceiling.value if run.ceiling else math.nan)
+            for name in self.variant_names():
+                add(f"{name} / ceiling",
+                    lambda run, name=name: run.fraction_of_ceiling(name))
         for name, other in ratios:
             add(f"{name} / {other}", lambda run, n=name, o=other: run.ratio(n, o))
 
@@ -380,7 +397,7 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
         for run, widths, _ in groups:
             i = run.xs.index(x) if x in run.xs else None
             cells.append("".join(
-                f"{run.series[name][i] if i is not None else math.nan:>{width + 2}.1f}"
+                f"{_number(run.series[name][i] if i is not None else math.nan):>{width + 2}}"
                 for name, width in zip(run.series, widths)))
         shown = f"{x:,}" if isinstance(x, int) else str(x)
         print(f"{shown:>{first}} |" + " |".join(cells))
@@ -393,7 +410,12 @@ def _format(value: float, row: str) -> str:
         return f"{value:,}" if isinstance(value, int) else str(value)
     if " / " in row:
         return f"{value:.2f}"
-    return f"{value:,.1f}"
+    return _number(value)
+
+
+def _number(value: float) -> str:
+    """One decimal for rates in the hundreds, three significant digits for small values."""
+    return f"{value:,.1f}" if math.isnan(value) or abs(value) >= 10 else f"{value:.3g}"
 
 
 # -- a page's benchmarks ----------------------------------------------------------------------
@@ -498,6 +520,39 @@ class Benchmark:
             raise ValueError(f"unit={unit!r} does not match ceiling={ceiling!r}, which is in "
                              f"{CEILING_UNITS[ceiling]}: give the rate in that unit or "
                              "choose the ceiling that bounds this kernel")
+
+        def value(x, prepare):
+            return rate(x, median_ms(prepare(x)))
+
+        return self._collect(title, xs, variants, value, label=label, unit=unit,
+                             ceiling=ceiling, xlabel=xlabel, logx=logx)
+
+    def measure(
+        self,
+        title: str,
+        xs: Sequence,
+        variants: dict[str, Callable[[object], Callable[[], float]]],
+        *,
+        label: str = "x",
+        unit: str,
+        xlabel: str | None = None,
+        logx: bool = True,
+    ) -> Results:
+        """Like :meth:`sweep`, for a GPU quantity that is not a rate under a roof: peak
+        memory, or a wall-clock time that ``do_bench`` cannot take (a first call that
+        compiles). Each variant, given x, returns a callable that makes one measurement on
+        the GPU and returns it in ``unit``; it is called once. Recorded and recalled like a
+        sweep; there is no ceiling.
+        """
+
+        def value(x, prepare):
+            return float(prepare(x)())
+
+        return self._collect(title, xs, variants, value, label=label, unit=unit,
+                             ceiling=None, xlabel=xlabel, logx=logx)
+
+    def _collect(self, title, xs, variants, value, *, label, unit, ceiling, xlabel,
+                 logx) -> Results:
         if title in self._titles:
             raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
                              "needs its own title, which names it in the store")
@@ -506,7 +561,7 @@ class Benchmark:
         xlabel = xlabel or label
         runs = []
         if self.live:
-            runs.append(self._measure(title, xs, variants, rate, label, unit, ceiling,
+            runs.append(self._measure(title, xs, variants, value, label, unit, ceiling,
                                       xlabel, logx))
         recalled = [self._recalled(record, title, xs, variants, ceiling)
                     for record in self.recordings]
@@ -519,20 +574,20 @@ class Benchmark:
                   f"PAGE={self.key}` records them); interpreter timings are never shown.")
         return Results(title, label=label, xlabel=xlabel, unit=unit, logx=logx, runs=runs)
 
-    def _measure(self, title, xs, variants, rate, label, unit, ceiling, xlabel, logx) -> Run:
-        roof = measure_ceiling(ceiling)
+    def _measure(self, title, xs, variants, value, label, unit, ceiling, xlabel, logx) -> Run:
+        roof = measure_ceiling(ceiling) if ceiling else None
         name = store.short_gpu_name(self.gpu["name"])
-        print(f"{title}: measured now on {name}; ceiling ({roof.label}) "
-              f"{roof.value:,.0f} {unit}", flush=True)
+        print(f"{title}: measured now on {name}" + (
+            f"; ceiling ({roof.label}) {roof.value:,.0f} {unit}" if roof else ""), flush=True)
         series: dict[str, list[float]] = {variant: [] for variant in variants}
         for x in xs:
             for variant, prepare in variants.items():
-                series[variant].append(rate(x, median_ms(prepare(x))))
+                series[variant].append(value(x, prepare))
             _print_row(label, x, {variant: values[-1] for variant, values in series.items()})
         if self.recording:
             self._save({
                 "title": title, "label": label, "xlabel": xlabel, "unit": unit, "logx": logx,
-                "x": xs, "ceiling": vars(roof).copy(),
+                "x": xs, "ceiling": vars(roof).copy() if roof else None,
                 "series": [{"label": variant, "unit": unit, "x": xs, "values": values}
                            for variant, values in series.items()],
             })
@@ -551,7 +606,7 @@ class Benchmark:
         print(f"recorded to {self._relative(path)}", flush=True)
 
     def _recalled(self, record: dict, title: str, xs: list, variants: dict,
-                  ceiling: str) -> Run | None:
+                  ceiling: str | None) -> Run | None:
         name = store.short_gpu_name(record["gpu"]["name"])
         entry = store.find_benchmark(record, title)
         if entry is None:
@@ -562,7 +617,7 @@ class Benchmark:
         roof = Ceiling(**entry["ceiling"]) if entry.get("ceiling") else None
         notes = []
         if entry["x"] != _as_json(xs) or list(series) != list(variants) or (
-                roof is not None and roof.kind != ceiling):
+                (roof.kind if roof else None) != ceiling):
             notes.append("recorded with other sizes, variants or ceiling than this page now "
                          "asks for")
         synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
@@ -574,7 +629,8 @@ class Benchmark:
                   xs=entry["x"], series=series,
                   unit=entry["unit"], ceiling=roof, stale=record.get("stale"), notes=notes)
         ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
-                        if roof is not None else "; no ceiling recorded")
+                        if roof is not None else "" if ceiling is None
+                        else "; no ceiling recorded")
         print(f"{title}: recorded on {store.describe_record(record)}{ceiling_text}")
         for warning in ([run.stale] if run.stale else []) + notes:
             print(f"  NOTE: {warning}")
@@ -590,6 +646,8 @@ def _timings_from_store() -> bool:
 
 
 def _calls_sweep(source: str) -> bool:
-    """Whether a page's source calls ``<something>.sweep(...)``, i.e. has benchmarks."""
+    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, i.e.
+    has benchmarks."""
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr == "sweep" for node in ast.walk(ast.parse(source)))
+               and node.func.attr in ("sweep", "measure")
+               for node in ast.walk(ast.parse(source)))

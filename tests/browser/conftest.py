@@ -166,5 +166,7 @@ def visit(context, site_url):
 
 
 def lesson_topic(title: str) -> str:
-    """What a reader would search for to find a lesson: its title before the colon."""
+    """What a reader would search for to find a lesson: its title before the colon, or
+    after it when the part before is only a number ("Exercise 1: Scaled add")."""
+    title = re.sub(r"^Exercise \d+:\s*", "", title)
     return re.split(r"[:,]", title)[0].strip()
