@@ -1,9 +1,12 @@
+import math
+
 import pytest
 import torch
+import triton
 
 from conftest import FLOAT_DTYPES
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.softmax import MAX_ONE_PASS_BLOCK
+from triton_guide.softmax import MAX_ONE_PASS_BLOCK, one_pass_rows
 from triton_guide.testing import tolerance
 
 SHAPES = runtime.pick(
@@ -35,6 +38,23 @@ def test_online_matches_torch_over_many_blocks(shape, block_size, dtype, device,
     x = torch.randn(shape, device=device, dtype=dtype)
     out = softmax(x, method="online", block_size=block_size)
     check("softmax(online)", out, expected(x), rtol=tolerance(dtype))
+
+
+# Short rows are taken several to a program (ONE_PASS_TILE elements per program): row counts
+# that leave the last program's tile part empty, and a strided input.
+SHORT_ROWS = [(37, 100), (1001, 129), (2, 7, 33)]
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", SHORT_ROWS, ids=lambda s: "x".join(map(str, s)))
+def test_several_short_rows_per_program(shape, transposed, device, check):
+    block_rows = one_pass_rows(triton.next_power_of_2(shape[-1]))
+    num_rows = math.prod(shape[:-1])
+    assert block_rows > 1 and num_rows % block_rows != 0  # the case this test is for
+    x = torch.randn(shape, device=device)
+    if transposed:  # the same values, rows 1 element apart and columns far apart
+        x = x.transpose(0, -1).contiguous().transpose(0, -1)
+    check("softmax(one_pass)", softmax(x, method="one_pass"), expected(x), rtol=1e-5)
 
 
 def test_auto_takes_online_path_for_rows_wider_than_a_block(device, check):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import TypeVar
 
 import torch
@@ -26,6 +27,15 @@ _HAS_GPU = torch.cuda.is_available()
 _INTERPRETING = _REQUESTED or not _HAS_GPU
 
 if _INTERPRETING and not _REQUESTED:
+    if "triton" in sys.modules:
+        # Triton's own library functions (tl.max, tl.sum, tl.softmax, ...) were decorated
+        # for the GPU when triton was imported; an interpreted kernel that calls them fails.
+        _log.warning(
+            "triton_guide: triton was imported before triton_guide, with no GPU here; "
+            "kernels that call tl.max, tl.sum or other Triton library functions will fail "
+            "with \"Cannot call @triton.jit'd outside of the scope of a kernel\". Import "
+            "triton_guide first, or set TRITON_INTERPRET=1 before starting Python."
+        )
     os.environ["TRITON_INTERPRET"] = "1"
     _log.warning(
         "triton_guide: no CUDA GPU found, so kernels run in the Triton interpreter "

@@ -1,8 +1,9 @@
 """Softmax along the last dimension: a one-pass kernel and an online (streaming) kernel.
 
-Every row is handled by one program. When a whole row fits in one block, the program loads it
-once, normalises it in registers and writes it once (:func:`softmax_kernel`). A longer row is
-streamed through in blocks twice (:func:`softmax_online_kernel`): the first pass keeps a
+When a whole row fits in one block, a program loads it once, normalises it in registers and
+writes it once (:func:`softmax_kernel`); short rows are taken several to a program, so that
+every thread still has a few elements to work on. A longer row is streamed through in
+blocks twice, one row per program (:func:`softmax_online_kernel`): the first pass keeps a
 running maximum and a running sum, rescaling the sum whenever the maximum grows; the second
 writes ``exp(x - max) / sum``.
 """
@@ -17,8 +18,15 @@ from .library import refuse_double_backward, through_operator
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
-# At 16384 fp32 elements a row is 64 KiB, held in the registers of 16 warps.
-MAX_ONE_PASS_BLOCK = 16384
+# At 32768 fp32 elements a row is 128 KiB, held in the registers of 32 warps. Measured on an
+# H100 (benchmarks/NOTES.md), 2048 x 32768 float32 ran 2874 GB/s in one pass against 1933
+# for the online kernel's two reads; at 65536 the one-pass tile no longer fits.
+MAX_ONE_PASS_BLOCK = 32768
+# Elements per program the one-pass kernel aims for when rows are short: rows of 128 are
+# taken 16 to a program. One 128-element row per program left 0.58-0.69x torch's speed
+# (H100, benchmarks/NOTES.md); tiles of 2048-8192 elements came within a few percent of the
+# best tile for every short-row shape measured.
+ONE_PASS_TILE = 2048
 # Columns the online kernel reads per step.
 ONLINE_BLOCK = 4096
 
@@ -48,25 +56,31 @@ def softmax_kernel(
     input_row_stride,  # elements between the starts of two input rows
     input_col_stride,  # elements between neighbours in a row (1 unless x is a strided view)
     output_row_stride,
+    num_rows,
     num_cols,  # length of a row
+    BLOCK_ROWS: tl.constexpr,  # rows per program: 1 for long rows, more for short ones
     BLOCK_SIZE: tl.constexpr,  # a power of two >= num_cols: the whole row in one block
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
-    row = tl.program_id(0)
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK_SIZE)
     if INT64_OFFSETS:
-        row = row.to(tl.int64)
+        rows = rows.to(tl.int64)
         cols = cols.to(tl.int64)
-    mask = cols < num_cols
+    # The last program's tile may hang past the last row: those lanes re-read the last row
+    # (so every row they reduce is a real one) and store nothing.
+    rows_read = tl.minimum(rows, num_rows - 1)
+    in_row = cols[None, :] < num_cols
     # Lanes past the end of the row read -inf, so they change neither the max nor the sum.
     x = tl.load(
-        input_ptr + row * input_row_stride + cols * input_col_stride,
-        mask=mask, other=-float("inf"),
+        input_ptr + rows_read[:, None] * input_row_stride + cols[None, :] * input_col_stride,
+        mask=in_row, other=-float("inf"),
     )
     x = x.to(tl.float32)
-    numerator = tl.exp(x - tl.max(x, axis=0))
-    result = numerator / tl.sum(numerator, axis=0)
-    tl.store(output_ptr + row * output_row_stride + cols, result, mask=mask)
+    numerator = tl.exp(x - tl.max(x, axis=1)[:, None])  # one max and one sum per row
+    result = numerator / tl.sum(numerator, axis=1)[:, None]
+    tl.store(output_ptr + rows[:, None] * output_row_stride + cols[None, :], result,
+             mask=(rows[:, None] < num_rows) & in_row)
 
 
 @triton.jit
@@ -165,12 +179,20 @@ def softmax_backward_kernel(
 
 
 def _num_warps(block_size: int) -> int:
-    # More warps for wider rows keep the per-thread register load bounded.
+    # More warps for wider rows keep the per-thread register load bounded (H100: 32 warps
+    # for 32768-element rows, 16 for 16384; benchmarks/NOTES.md).
+    if block_size >= 32768:
+        return 32
     if block_size >= 16384:
         return 16
     if block_size >= 2048:
         return 8
     return 4
+
+
+def one_pass_rows(block_size: int) -> int:
+    """Rows per program for the one-pass kernel: enough for :data:`ONE_PASS_TILE` elements."""
+    return max(1, ONE_PASS_TILE // block_size)
 
 
 def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = None) -> torch.Tensor:
@@ -211,13 +233,21 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     rows = x.reshape(-1, num_cols)  # a view when the strides allow, else a copy
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     out_rows = out.view(-1, num_cols)
-    grid = (rows.shape[0],)
-    kernel = softmax_kernel if method == "one_pass" else softmax_online_kernel
-    kernel[grid](
-        rows, out_rows, rows.stride(0), rows.stride(1), out_rows.stride(0), num_cols,
-        BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),
-        INT64_OFFSETS=needs_int64_offsets(rows, out_rows),
-    )
+    num_rows = rows.shape[0]
+    int64_offsets = needs_int64_offsets(rows, out_rows)
+    strides = (rows.stride(0), rows.stride(1), out_rows.stride(0))
+    if method == "one_pass":
+        block_rows = one_pass_rows(block_size)
+        softmax_kernel[(triton.cdiv(num_rows, block_rows),)](
+            rows, out_rows, *strides, num_rows, num_cols, BLOCK_ROWS=block_rows,
+            BLOCK_SIZE=block_size, num_warps=_num_warps(block_rows * block_size),
+            INT64_OFFSETS=int64_offsets,
+        )
+    else:
+        softmax_online_kernel[(num_rows,)](
+            rows, out_rows, *strides, num_cols, BLOCK_SIZE=block_size,
+            num_warps=_num_warps(block_size), INT64_OFFSETS=int64_offsets,
+        )
     return out
 
 

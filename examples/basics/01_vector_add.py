@@ -23,12 +23,13 @@ You will learn:
 # (small sizes, no timings). This line says which, and with which versions.
 
 import torch
-import triton
 
-import triton_guide
+import triton_guide  # before triton: it decides between the GPU and the interpreter
 from triton_guide import runtime, vector_add, vector_add_reference
 from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.testing import assert_close
+
+import triton  # noqa: E402, I001  (after triton_guide)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

@@ -24,8 +24,10 @@ import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import Benchmark, gb_per_s
-from triton_guide.softmax import MAX_ONE_PASS_BLOCK
+from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
+
+import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
@@ -66,9 +68,17 @@ print(f"fused moves {naive_elements / fused_elements:.1f}x less")
 # %%
 # Fused, one pass
 # ---------------
-# One program per row. The row fits in one block (``BLOCK_SIZE`` is the row length rounded
-# up to a power of two), so it is read once, reduced twice in registers and written once.
-# Lanes past the end of the row read ``-inf``: they change neither the maximum nor the sum.
+# Each program takes whole rows. A row fits in one block (``BLOCK_SIZE`` is the row length
+# rounded up to a power of two), so it is read once, reduced twice in registers and written
+# once. Lanes past the end of the row read ``-inf``: they change neither the maximum nor
+# the sum.
+#
+# The tile is ``BLOCK_ROWS x BLOCK_SIZE``: for long rows ``BLOCK_ROWS`` is 1, one row per
+# program. A 128-element row alone would leave each of a program's 128 threads one element
+# to load and then two reductions to wait for, so short rows are taken several to a program
+# until the tile holds ``ONE_PASS_TILE`` elements; ``axis=1`` reduces each row of the tile
+# on its own. The last program's tile can hang past the last row: those lanes re-read the
+# last row and store nothing.
 #
 # .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_kernel
@@ -76,7 +86,10 @@ print(f"fused moves {naive_elements / fused_elements:.1f}x less")
 # This stops working when a row no longer fits in registers: here, beyond
 # ``MAX_ONE_PASS_BLOCK`` elements.
 
-print("MAX_ONE_PASS_BLOCK =", MAX_ONE_PASS_BLOCK)
+print("MAX_ONE_PASS_BLOCK =", MAX_ONE_PASS_BLOCK, " ONE_PASS_TILE =", ONE_PASS_TILE)
+for length in (128, 1000, 4096):
+    block = triton.next_power_of_2(length)
+    print(f"rows of {length}: BLOCK_SIZE {block}, BLOCK_ROWS {one_pass_rows(block)}")
 
 # %%
 # Online softmax
@@ -165,12 +178,12 @@ print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
 # %%
 # Performance
 # -----------
-# 4096 rows of float32, row length from 256 to 16384. GB/s counts the bytes a perfect
+# 4096 rows of float32, row length from 128 to 32768. GB/s counts the bytes a perfect
 # kernel must move (read once, write once) for every variant, so the naive version's extra
 # trips show up as a lower rate. The ceiling is a plain device-to-device copy, measured
 # in the same run: read once, write once, no arithmetic.
 
-lengths = [256, 512, 1024, 2048, 4096, 8192, 16384]
+lengths = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 
 
 def variant(fn):
@@ -198,14 +211,18 @@ results = bench.sweep(
 results.plot()
 results.summary(ratios=[("fused (one pass)", "torch.softmax")])
 for run in results:
-    i = run.xs.index(4096)
-    fused = run["fused (one pass)"][i]
-    print(f"{run.gpu}, 4096 x 4096: fused {fused / run['torch.softmax'][i]:.2f}x "
-          f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
+    for n in (128, 4096):
+        if n not in run.xs:  # a recording made with other row lengths
+            continue
+        i = run.xs.index(n)
+        fused = run["fused (one pass)"][i]
+        print(f"{run.gpu}, 4096 x {n}: fused {fused / run['torch.softmax'][i]:.2f}x "
+              f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
 
 # %%
 # Takeaways
 # ---------
 # * Count memory trips: for memory-bound work they predict the speed.
 # * Fuse the steps so each element is read once and written once.
+# * Give every program enough elements: short rows go several to a program.
 # * A running max and a running sum, rescaled by ``exp(m - m')``, make softmax streamable.
