@@ -1,67 +1,125 @@
-"""Time every op against its PyTorch baseline at sizes that fill the GPU; print one table.
+"""Time every op against its PyTorch baseline over the shape sets of the performance goals;
+print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--quick]
+    python benchmarks/report.py [--only add softmax matmul attention] [--quick]
 
-Ratios are ours / baseline, both measured in this run. Needs a CUDA GPU.
+Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
+large cuBLAS GEMM) measured first. The first call of each matmul shape includes the
+autotuner's compilations and timings: its wall time is printed as ``tune``. Needs a CUDA GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import triton_guide as tg
-from triton_guide.benchmark import gb_per_s, measure_ceiling, median_ms, tflop_per_s
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import triton_guide as tg  # noqa: E402
+from triton_guide.benchmark import (  # noqa: E402
+    gb_per_s, measure_ceiling, median_ms, tflop_per_s)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# rows x columns: 128-wide to 256k-wide rows, each about 16-64 MiB of fp32 (fills the chip).
+SOFTMAX_SHAPES = [(32768, 128), (16384, 256), (4096, 256), (4096, 512), (4096, 1024),
+                  (4096, 2048), (4096, 4096), (4096, 8192), (4096, 16384), (2048, 32768),
+                  (1024, 65536), (256, 262144)]
+# M, N, K: square (powers of two and not), LLM projections for 4096 tokens of hidden 4096
+# (QKV 3x, MLP up 4x and down, a 32000-word vocabulary), decode (few rows), ragged sizes.
+MATMUL_SHAPES = (
+    [(n, n, n) for n in (512, 1000, 1024, 2048, 3072, 4096, 6144, 8192)]
+    + [(4096, 12288, 4096), (4096, 16384, 4096), (4096, 4096, 16384), (4096, 32000, 4096)]
+    + [(m, 4096, 4096) for m in (1, 16, 64, 128)]
+    + [(4095, 4097, 4093), (1023, 1025, 1027), (2000, 3000, 1000)]
+)
+ATTENTION_LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768]
+ATTENTION_TOKENS = 2**17 * 4  # batch x heads x length: B4 H32 at N=4096 fills an H100
 
 
-def row(what, ours, baselines, unit):
+class Tally:
+    """The ratios of one op against one baseline, for the geometric mean and the worst."""
+
+    def __init__(self):
+        self.ratios: dict[tuple[str, str], list[tuple[float, str]]] = {}
+
+    def add(self, op: str, baseline: str, ratio: float, what: str) -> None:
+        self.ratios.setdefault((op, baseline), []).append((ratio, what))
+
+    def print(self) -> None:
+        print("\ngeometric means (ours / baseline, same run):")
+        for (op, baseline), ratios in self.ratios.items():
+            mean = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+            worst, where = min(ratios)
+            print(f"  {op:<22} vs {baseline:<14} {mean:5.2f}x over {len(ratios):>2} shapes; "
+                  f"worst {worst:.2f}x ({where})", flush=True)
+
+
+TALLY = Tally()
+
+
+def row(op, what, ours, baselines, unit, extra=""):
     cells = "  ".join(f"{name} {value:7.1f}" for name, value in baselines.items())
     ratios = "  ".join(f"{ours / value:5.2f}x {name}" for name, value in baselines.items())
-    print(f"{what:<42} ours {ours:7.1f} {unit:<7} | {cells} | {ratios}", flush=True)
+    print(f"{op} {what:<34} ours {ours:7.1f} {unit:<7} | {cells} | {ratios}{extra}",
+          flush=True)
+    for name, value in baselines.items():
+        TALLY.add(op, name, ours / value, what)
 
 
 def ceilings():
-    roofs = [measure_ceiling(kind) for kind in ("copy", "gemm_bf16", "gemm_fp16")]
-    print("ceilings: " + ", ".join(f"{roof.label} {roof.value:.0f} {roof.unit}" for roof in roofs))
+    roofs = {kind: measure_ceiling(kind) for kind in ("copy", "gemm_bf16", "gemm_fp16")}
+    print("ceilings: " + ", ".join(f"{r.label} {r.value:.0f} {r.unit}" for r in roofs.values()))
+    return roofs
 
 
-def vector_add():
+def vector_add(copy):
     n = 2**26
     x, y = torch.randn(2, n, device="cuda").unbind(0)
     nbytes = 3 * n * 4
-    row(f"vector_add fp32 n=2^26", gb_per_s(nbytes, median_ms(lambda: tg.vector_add(x, y))),
-        {"torch": gb_per_s(nbytes, median_ms(lambda: x + y))}, "GB/s")
+    ours = gb_per_s(nbytes, median_ms(lambda: tg.vector_add(x, y)))
+    row("vector_add", "fp32 n=2^26", ours,
+        {"torch": gb_per_s(nbytes, median_ms(lambda: x + y)), "copy": copy}, "GB/s")
 
 
-def softmax(cols_list):
-    for dtype, cols in [(torch.float32, c) for c in cols_list] + [(torch.float16, 4096)]:
-        x = torch.randn(4096, cols, device="cuda", dtype=dtype)
-        nbytes = 2 * x.numel() * x.element_size()
-        row(f"softmax {str(dtype)[6:]} 4096x{cols}", gb_per_s(nbytes, median_ms(lambda: tg.softmax(x))),
-            {"torch": gb_per_s(nbytes, median_ms(lambda: torch.softmax(x, dim=-1)))}, "GB/s")
-    x = torch.randn(1024, 65536, device="cuda")
-    nbytes = 2 * x.numel() * 4
-    row("softmax fp32 1024x65536 (online)", gb_per_s(nbytes, median_ms(lambda: tg.softmax(x))),
-        {"torch": gb_per_s(nbytes, median_ms(lambda: torch.softmax(x, dim=-1)))}, "GB/s")
+def softmax(shapes, dtypes, copy):
+    for dtype_name in dtypes:
+        for rows, cols in shapes:
+            x = torch.randn(rows, cols, device="cuda", dtype=DTYPES[dtype_name])
+            nbytes = 2 * x.numel() * x.element_size()
+            ours = gb_per_s(nbytes, median_ms(lambda: tg.softmax(x)))
+            torch_rate = gb_per_s(nbytes, median_ms(lambda: torch.softmax(x, dim=-1)))
+            row("softmax", f"{dtype_name} {rows}x{cols}", ours, {"torch": torch_rate}, "GB/s",
+                f"  | {ours / copy:4.2f} of copy")
+            if 4096 <= cols <= 32768:
+                TALLY.add("softmax 4k-32k", "copy", ours / copy, f"{dtype_name} {rows}x{cols}")
+            del x
+    torch.cuda.empty_cache()
 
 
-def matmul(sizes):
-    for dtype in (torch.float16, torch.bfloat16):
-        for n in sizes:
-            a = torch.randn(n, n, device="cuda", dtype=dtype)
-            b = torch.randn(n, n, device="cuda", dtype=dtype)
-            flops = 2 * n**3
-            row(f"matmul {str(dtype)[6:]} {n}^3", tflop_per_s(flops, median_ms(lambda: tg.matmul(a, b))),
-                {"cuBLAS": tflop_per_s(flops, median_ms(lambda: a @ b))}, "TFLOP/s")
-    a = torch.randn(4095, 4097, device="cuda", dtype=torch.float16)
-    b = torch.randn(4097, 4093, device="cuda", dtype=torch.float16)
-    flops = 2 * 4095 * 4097 * 4093
-    row("matmul float16 4095x4097x4093", tflop_per_s(flops, median_ms(lambda: tg.matmul(a, b))),
-        {"cuBLAS": tflop_per_s(flops, median_ms(lambda: a @ b))}, "TFLOP/s")
+def matmul(shapes, dtypes):
+    for dtype_name in dtypes:
+        dtype = DTYPES[dtype_name]
+        for m, n, k in shapes:
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            tg.matmul(a, b)  # the first call of a shape autotunes
+            torch.cuda.synchronize()
+            tune = time.perf_counter() - start
+            flops = 2 * m * n * k
+            ours = tflop_per_s(flops, median_ms(lambda: tg.matmul(a, b)))
+            row("matmul", f"{dtype_name} {m}x{n}x{k}", ours,
+                {"cuBLAS": tflop_per_s(flops, median_ms(lambda: a @ b))}, "TFLOP/s",
+                f"  | tune {tune:5.1f} s")
+    torch.cuda.empty_cache()
 
 
 def sdpa(backend, causal):
@@ -71,48 +129,62 @@ def sdpa(backend, causal):
     return run
 
 
-def attention(configs):
-    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}
-    for batch, heads, seq, head_dim in configs:
-        for causal in (False, True):
-            shape = (batch, heads, seq, head_dim)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
-            flops = 4 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
-            ours = lambda: tg.attention(q, k, v, causal=causal)  # noqa: E731
-            base = {name: sdpa(b, causal) for name, b in backends.items()}
-            tag = f"B{batch} H{heads} N{seq} d{head_dim} {'causal' if causal else 'full'}"
-            row(f"attention fwd {tag}", tflop_per_s(flops, median_ms(ours)),
-                {n: tflop_per_s(flops, median_ms(lambda f=f: f(q, k, v))) for n, f in base.items()}, "TFLOP/s")
-            grad = torch.randn(shape, device="cuda", dtype=torch.float16)
+def attention(lengths, head_dims, dtypes):
+    backends = {"cuDNN": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    for dtype_name in dtypes:
+        for head_dim in head_dims:
+            for seq in lengths:
+                heads = 32 if head_dim == 64 else 16
+                batch = max(1, ATTENTION_TOKENS // (heads * seq))
+                shape = (batch, heads, seq, head_dim)
+                for causal in (False, True):
+                    q, k, v = (torch.randn(shape, device="cuda", dtype=DTYPES[dtype_name],
+                                           requires_grad=True) for _ in range(3))
+                    flops = 4 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1)
+                    fns = {"ours": lambda q, k, v, c=causal: tg.attention(q, k, v, causal=c)}
+                    fns |= {name: sdpa(b, causal) for name, b in backends.items()}
+                    tag = (f"{dtype_name} B{batch} H{heads} N{seq} d{head_dim} "
+                           f"{'causal' if causal else 'full'}")
+                    forward = {name: tflop_per_s(flops, median_ms(lambda f=f: f(q, k, v)))
+                               for name, f in fns.items()}
+                    grad = torch.randn(shape, device="cuda", dtype=DTYPES[dtype_name])
 
-            def backward_of(fn):
-                out = fn()
-                return lambda: out.backward(grad, retain_graph=True)
+                    def backward_of(fn):
+                        out = fn(q, k, v)
+                        return lambda: out.backward(grad, retain_graph=True)
 
-            row(f"attention bwd {tag}", tflop_per_s(2.5 * flops, median_ms(backward_of(ours))),
-                {n: tflop_per_s(2.5 * flops, median_ms(backward_of(lambda f=f: f(q, k, v)))) for n, f in base.items()},
-                "TFLOP/s")
+                    backward = {name: tflop_per_s(2.5 * flops, median_ms(backward_of(f)))
+                                for name, f in fns.items()}
+                    ours_fwd, ours_bwd = forward.pop("ours"), backward.pop("ours")
+                    row("attention fwd", tag, ours_fwd, forward, "TFLOP/s")
+                    row("attention bwd", tag, ours_bwd, backward, "TFLOP/s")
+                    del q, k, v, grad
+                torch.cuda.empty_cache()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes")
-    parser.add_argument("--only", nargs="*", default=None, help="ops to run: add softmax matmul attention")
+    parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="ops to run: add softmax matmul attention (default: all)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
-    print(tg.runtime.describe())
+    print(tg.runtime.describe(), flush=True)
     only = set(args.only or ["add", "softmax", "matmul", "attention"])
-    ceilings()
+    roofs = ceilings()
     if "add" in only:
-        vector_add()
+        vector_add(roofs["copy"].value)
     if "softmax" in only:
-        softmax([1024, 4096] if args.quick else [1024, 2048, 4096, 8192, 16384])
+        shapes = SOFTMAX_SHAPES[::4] if args.quick else SOFTMAX_SHAPES
+        softmax(shapes, ["fp32", "fp16", "bf16"], roofs["copy"].value)
     if "matmul" in only:
-        matmul([4096] if args.quick else [2048, 4096, 8192])
+        shapes = MATMUL_SHAPES[::5] if args.quick else MATMUL_SHAPES
+        matmul(shapes, ["fp16", "bf16"])
     if "attention" in only:
-        attention([(4, 32, 4096, 64), (4, 32, 4096, 128)] if args.quick else
-                  [(4, 32, 16384, 64), (4, 32, 16384, 128), (4, 32, 4096, 128)])
+        lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
+        attention(lengths, [64, 128], ["fp16", "bf16"])
+    TALLY.print()
 
 
 if __name__ == "__main__":
