@@ -121,7 +121,12 @@ def needs_int64_offsets(*tensors: torch.Tensor, largest_index: int = 0) -> bool:
     flat index the kernel forms before masking (a 1D kernel's last program reaches past the
     end by up to a block), which must fit too.
     """
-    return largest_index > INT32_MAX or any(farthest_offset(t) > INT32_MAX for t in tensors)
+    if largest_index > INT32_MAX:
+        return True
+    # A view never reaches past the end of its storage, so a storage of at most 2**31 - 1
+    # elements settles it without the sum over dimensions (this runs on every launch).
+    return any(t.untyped_storage().nbytes() // t.element_size() > INT32_MAX
+               and farthest_offset(t) > INT32_MAX for t in tensors)
 
 
 def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
