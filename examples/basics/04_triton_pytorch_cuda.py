@@ -11,8 +11,8 @@ between GPU memory and the chip.
 You will learn:
 
 * one operation written three ways, and what each level decides for you;
-* the memory hierarchy (registers and shared memory on each SM, the L2 cache, HBM) and,
-  on a GPU, the bandwidth of each level measured against working-set size;
+* the memory hierarchy (registers and shared memory on each SM, the L2 cache, HBM) and
+  the bandwidth of each level, measured on GPUs against working-set size;
 * arithmetic intensity and the roofline, with this project's kernels placed on it;
 * how many more bytes a chain of PyTorch operations moves than one fused kernel.
 """
@@ -20,10 +20,16 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
+# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none.
+# Every GPU number below (sizes, bandwidths, rates) was measured on a GPU: in this build
+# when it has one, else recorded earlier on the GPUs, versions and commits named here.
+
+import math
 
 import matplotlib.pyplot as plt
 import torch
 import triton
+from matplotlib.lines import Line2D
 
 from triton_guide import (
     attention,
@@ -33,7 +39,7 @@ from triton_guide import (
     softmax_naive,
     vector_add,
 )
-from triton_guide.benchmark import gb_per_s, median_ms, plot, sweep, tflop_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, tflop_per_s
 from triton_guide.traffic import (
     READ_BLOCK,
     attention_cost,
@@ -44,9 +50,10 @@ from triton_guide.traffic import (
     vector_add_cost,
 )
 
-print(runtime.describe())
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
-torch.manual_seed(0)
 
 # %%
 # One operation, three ways
@@ -109,19 +116,33 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
 #
 # A kernel's blocks are loaded from HBM (through L2) into the SM, computed on, and
 # stored back. Arithmetic on the chip is so fast that, for most kernels, the time is the
-# time to move the bytes. The sizes of this GPU, read from the device:
+# time to move the bytes. The sizes of each GPU, read from the device
+# (``torch.cuda.get_device_properties``) when the page ran on it and recorded with its
+# timings:
 
-if runtime.interpreting():
-    print("no GPU here: the sizes are read from the device when the page runs on one")
-else:
-    properties = torch.cuda.get_device_properties(0)
-    l2_bytes = properties.L2_cache_size
-    hbm_gib = properties.total_memory / 2**30
-    print(f"{properties.name}: {properties.multi_processor_count} SMs, "
-          f"L2 {l2_bytes / 2**20:.0f} MiB, HBM {hbm_gib:.0f} GiB")
-    shared = getattr(properties, "shared_memory_per_multiprocessor", None)
-    if shared:
-        print(f"shared memory per SM: {shared / 2**10:.0f} KiB")
+SIZES = {  # what is read from the device, in the unit its name says
+    "SMs": lambda p: p.multi_processor_count,
+    "L2 cache (MiB)": lambda p: p.L2_cache_size / 2**20,
+    "shared memory per SM (KiB)":
+        lambda p: getattr(p, "shared_memory_per_multiprocessor", math.nan) / 2**10,
+    "HBM (GiB)": lambda p: p.total_memory / 2**30,
+}
+
+
+def read_size(name):
+    return lambda: SIZES[name](torch.cuda.get_device_properties(0))
+
+
+sizes = bench.measure("device sizes", list(SIZES), {"size": read_size},
+                      label="property", unit="unit in its name")
+l2_mib = {}  # GPU slug -> L2 size in MiB, for the next plot
+for run in sizes:
+    size = dict(zip(run.xs, run["size"]))
+    l2_mib[run.slug] = size.get("L2 cache (MiB)", math.nan)
+    print(f"{run.gpu}: {size.get('SMs', math.nan):.0f} SMs, "
+          f"L2 {size.get('L2 cache (MiB)', math.nan):.0f} MiB, "
+          f"shared memory {size.get('shared memory per SM (KiB)', math.nan):.0f} KiB "
+          f"per SM, HBM {size.get('HBM (GiB)', math.nan):.0f} GiB")
 
 # %%
 # Bandwidth against working-set size
@@ -133,33 +154,50 @@ else:
 #
 # .. literalinclude:: /../triton_guide/traffic.py
 #    :pyobject: read_working_set_kernel
+#
+# Each launch reads about 4 GB in all, whatever the size of the working set. The ceiling
+# drawn beside it is a plain device-to-device copy of 1 GiB, measured in the same run:
+# what a kernel that streams from HBM can hope for. A dashed line marks each GPU's L2.
 
-working_sets = [2**k for k in range(18, 32)]  # bytes: 256 KiB to 2 GiB
-
-
-def reader(size_bytes):
-    data = torch.randn(size_bytes // 4, device=device)
-    passes = max(2, 2**32 // size_bytes)  # about 4 GB read per launch
-    return lambda: read_working_set(data, passes)
-
-
-def read_rate(size_bytes, ms):
-    return gb_per_s(size_bytes * max(2, 2**32 // size_bytes), ms)
+print(f"each program reads {READ_BLOCK} float32 = {READ_BLOCK * 4 // 1024} KiB")
+working_sets = [2.0**k for k in range(-2, 12)]  # MiB: 256 KiB to 2 GiB
 
 
-levels = sweep(working_sets, {"read": reader}, read_rate, label="bytes")
-if levels is not None:
-    figure = plot([s / 2**20 for s in working_sets], levels, xlabel="working set (MiB)",
-                  ylabel="GB/s", title="read bandwidth against working-set size")
-    figure.axes[0].axvline(l2_bytes / 2**20, color="gray", linestyle="--")
-    figure.axes[0].text(l2_bytes / 2**20, 0, " L2 size", color="gray")
-    rates = levels["read"]
-    in_l2 = max(r for s, r in zip(working_sets, rates) if s <= l2_bytes // 2)
-    in_hbm = rates[-1]
-    print(f"working set <= L2/2: up to {in_l2:,.0f} GB/s; 2 GiB (HBM): "
-          f"{in_hbm:,.0f} GB/s; L2 is {in_l2 / in_hbm:.1f}x faster")
-else:
-    print(f"(each program reads {READ_BLOCK} float32 = {READ_BLOCK * 4 // 1024} KiB)")
+def passes(mib):
+    return max(2, 2**32 // int(mib * 2**20))  # about 4 GB read per launch
+
+
+def reader(mib):
+    data = torch.randn(int(mib * 2**20) // 4, device=device)
+    return lambda: read_working_set(data, passes(mib))
+
+
+levels = bench.sweep(
+    "read bandwidth against working-set size",
+    working_sets,
+    {"read": reader},
+    lambda mib, ms: gb_per_s(mib * 2**20 * passes(mib), ms),
+    label="MiB",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="working set (MiB)",
+)
+figure = levels.plot()
+for i, run in enumerate(levels):
+    l2 = l2_mib.get(run.slug, math.nan)
+    if not math.isnan(l2):
+        figure.axes[0].axvline(l2, color=f"C{i}", linestyle="--")
+        figure.axes[0].text(l2, 0.03 + 0.07 * i, f" {run.gpu}: L2 {l2:.0f} MiB",
+                            color=f"C{i}", fontsize=7,
+                            transform=figure.axes[0].get_xaxis_transform())
+    in_l2 = [r for mib, r in zip(run.xs, run["read"]) if mib <= l2 / 2]
+    in_hbm = run.at_largest("read")
+    line = (f"{run.gpu}: {run.xs[run.largest]:,.0f} MiB (from HBM) {in_hbm:,.0f} GB/s, "
+            f"{run.fraction_of_ceiling('read'):.0%} of the copy")
+    if in_l2:
+        line += (f"; working sets <= L2/2: up to {max(in_l2):,.0f} GB/s, "
+                 f"{max(in_l2) / in_hbm:.1f}x HBM")
+    print(line)
 
 # %%
 # Arithmetic intensity and the roofline
@@ -180,11 +218,15 @@ kernels = {
 for name, cost in kernels.items():
     print(f"{name:<30} {cost.flops / 1e9:10.2f} GFLOP {cost.bytes / 1e6:9.1f} MB "
           f"{cost.intensity:9.2f} FLOP/byte")
+intensities = [cost.intensity for cost in kernels.values()]
+print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
+      f"{min(intensities):.3f} to {max(intensities):,.0f} FLOP/byte")
 
 # %%
-# The ceilings are measured in the same run: the copy bandwidth of a 1 GiB tensor (read
-# once, written once) and the FLOP rate of a large bfloat16 matrix product by cuBLAS.
-# Then each kernel is timed and placed at its intensity and achieved rate.
+# Each kernel is timed on a GPU and its FLOPs over its time placed at its intensity. The
+# roof of each GPU comes from two ceilings measured in the same run: the FLOP rate of a
+# large float16 matrix product by cuBLAS (measured beside these timings), and the copy
+# bandwidth of a 1 GiB tensor (measured beside the working-set sweep above).
 
 
 def run_kernel(name):
@@ -202,43 +244,61 @@ def run_kernel(name):
     return lambda: attention(q, k, v)
 
 
-figure, axes = plt.subplots(figsize=(7, 4.2))
-intensities = [cost.intensity for cost in kernels.values()]
-if runtime.timings_meaningful():
-    source = torch.empty(2**28, device=device)
-    target = torch.empty_like(source)
-    copy_ms = median_ms(lambda: target.copy_(source))
-    bandwidth = gb_per_s(2 * source.numel() * 4, copy_ms)
-    del source, target
-    big = torch.randn(2, 8192, 8192, device=device, dtype=torch.bfloat16).unbind(0)
-    peak = tflop_per_s(2 * 8192**3, median_ms(lambda: big[0] @ big[1]))
-    del big
-    ridge = peak * 1e3 / bandwidth
-    print(f"ceilings: copy {bandwidth:,.0f} GB/s, bf16 GEMM {peak:,.0f} TFLOP/s; "
-          f"ridge point {ridge:.0f} FLOP/byte")
-    grid_x = [2.0**e for e in range(-5, 12)]
-    axes.plot(grid_x, [min(peak, i * bandwidth / 1e3) for i in grid_x], color="black",
-              label="roofline (measured ceilings)")
-    for name, cost in kernels.items():
-        achieved = tflop_per_s(cost.flops, median_ms(run_kernel(name)))
-        roof = min(peak, cost.intensity * bandwidth / 1e3)
-        axes.plot(cost.intensity, achieved, marker="o", linestyle="", label=name)
-        print(f"{name:<30} {achieved:8.2f} TFLOP/s, {achieved / roof:5.0%} of its roof")
+placed = bench.sweep(
+    "the project's kernels on the roofline",
+    list(kernels),
+    {"achieved": run_kernel},
+    lambda name, ms: tflop_per_s(kernels[name].flops, ms),
+    label="kernel",
+    unit="TFLOP/s",
+    ceiling="gemm_fp16",
+    logx=False,
+)
+copy_gb_s = {run.slug: run.ceiling.value for run in levels if run.ceiling}
+markers = ["o", "s", "^", "D", "v", "P"]
+footer = 0.16 * len(placed)  # inches for one provenance line per GPU
+height = 4.6 + footer
+figure = plt.figure(figsize=(7, height))
+axes = figure.add_axes((0.1, (0.55 + footer) / height, 0.56, 3.6 / height))
+for j, cost in enumerate(kernels.values()):  # each kernel's intensity, on the x axis
+    axes.axvline(cost.intensity, color="gray", linestyle=":", linewidth=1)
+    axes.plot(cost.intensity, 0.03, color="black", marker=markers[j],
+              markerfacecolor="white", transform=axes.get_xaxis_transform())
+grid = [2.0**e for e in range(-5, 13)]
+for i, run in enumerate(placed):
+    peak = run.ceiling.value if run.ceiling else math.nan
+    copy = copy_gb_s.get(run.slug, math.nan)
+    axes.plot(grid, [min(peak, x * copy / 1e3) for x in grid], color=f"C{i}",
+              label=f"{run.gpu}: roofline,\n{copy:,.0f} GB/s, {peak:,.0f} TFLOP/s")
+    print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
+          f"ridge point {peak * 1e3 / copy:.0f} FLOP/byte")
+    for name, achieved in zip(run.xs, run["achieved"]):
+        if name not in kernels:  # recorded under a name this page no longer uses
+            continue
+        cost = kernels[name]
+        axes.plot(cost.intensity, achieved, color=f"C{i}", linestyle="",
+                  marker=markers[list(kernels).index(name) % len(markers)])
+        roof = min(peak, cost.intensity * copy / 1e3)
+        print(f"  {name:<30} {achieved:8.2f} TFLOP/s, "
+              f"{achieved / roof:5.0%} of its roof")
+    stale = f"  [{run.stale}]" if run.stale else ""
+    figure.text(0.01, (footer - 0.16 * (i + 1) + 0.05) / height, run.footer() + stale,
+                color=f"C{i}", fontsize=6.5)
+if placed:
     axes.set_yscale("log")
+    axes.set_ylim(bottom=axes.get_ylim()[0] / 4)  # room for the markers on the x axis
     axes.set_ylabel("TFLOP/s")
 else:
-    for name, cost in kernels.items():
-        axes.axvline(cost.intensity, linestyle="--", label=name)
     axes.set_yticks([])
-    axes.set_ylabel("(ceilings and rates need a GPU)")
+    axes.set_ylabel("TFLOP/s (no GPU recording yet)")
 axes.set_xscale("log", base=2)
 axes.set_xlabel("arithmetic intensity (FLOP/byte)")
-axes.legend(fontsize=8)
 axes.grid(True, alpha=0.3)
-axes.set_title(f"roofline\n{runtime.describe()}", fontsize=10)
-figure.tight_layout()
-print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
-      f"{min(intensities):.3f} to {max(intensities):,.0f} FLOP/byte")
+axes.set_title("the project's kernels on the roofline", fontsize=10)
+handles = axes.get_legend_handles_labels()[0] + [
+    Line2D([], [], color="black", linestyle="", marker=markers[j], label=name)
+    for j, name in enumerate(kernels)]
+axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
 
 # %%
 # Fusion: bytes moved by a chain against one kernel
@@ -260,18 +320,49 @@ print(f"{rows} x {cols} float32: the chain moves {chain_bytes / 1e6:.1f} MB in "
       f"{chain_bytes / fused_bytes:.2f}x the bytes")
 
 # %%
-# On a GPU the times follow the bytes:
+# Timed on GPUs, with rows of 4096 float32, the times follow the bytes. Both variants
+# are rated by the bytes a softmax must move at least (each element read once and
+# written once), so the ratio of their rates is the ratio of their times; the ceiling
+# is the copy bandwidth measured in the same run.
 
-if runtime.timings_meaningful():
-    chain_ms = median_ms(lambda: softmax_naive(data))
-    fused_ms = median_ms(lambda: softmax(data))
-    chain_rate = gb_per_s(chain_bytes, chain_ms)
-    fused_rate = gb_per_s(fused_bytes, fused_ms)
-    print(f"chain {chain_ms * 1e3:.0f} us ({chain_rate:,.0f} GB/s moved), fused "
-          f"{fused_ms * 1e3:.0f} us ({fused_rate:,.0f} GB/s moved): fused is "
-          f"{chain_ms / fused_ms:.2f}x faster")
-else:
-    print("(timings need a GPU)")
+ROW_LENGTH = 4096
+row_counts = [1024, 4096, 16384]
+
+
+def chain_bytes_at(rows):
+    """Bytes the chain moves on a rows x ROW_LENGTH input (counted on a meta tensor)."""
+    shape_only = torch.empty(rows, ROW_LENGTH, device="meta")
+    return sum(r + w for _, r, w in count_bytes(lambda: softmax_naive(shape_only)))
+
+
+def timed(fn):
+    def prepare(rows):
+        data = torch.randn(rows, ROW_LENGTH, device=device)
+        return lambda: fn(data)
+    return prepare
+
+
+fusion = bench.sweep(
+    "softmax: a chain of torch ops against one fused kernel",
+    row_counts,
+    {"chain (5 kernels)": timed(softmax_naive), "fused (1 kernel)": timed(softmax)},
+    lambda rows, ms: gb_per_s(softmax_cost(rows, ROW_LENGTH).bytes, ms),
+    label="rows",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel=f"rows of {ROW_LENGTH} float32",
+)
+fusion.plot()
+fusion.summary(ratios=[("fused (1 kernel)", "chain (5 kernels)")])
+for run in fusion:
+    n_rows = run.xs[run.largest]
+    needed, moved = softmax_cost(n_rows, ROW_LENGTH).bytes, chain_bytes_at(n_rows)
+    chain_us = needed / run.at_largest("chain (5 kernels)") * 1e-3
+    fused_us = needed / run.at_largest("fused (1 kernel)") * 1e-3
+    print(f"{run.gpu}, {n_rows} x {ROW_LENGTH}: chain {chain_us:,.0f} us "
+          f"({moved / chain_us * 1e-3:,.0f} GB/s moved), fused {fused_us:,.0f} us "
+          f"({needed / fused_us * 1e-3:,.0f} GB/s moved): {moved / needed:.2f}x the "
+          f"bytes, {chain_us / fused_us:.2f}x the time")
 
 # %%
 # Takeaways
@@ -288,4 +379,4 @@ else:
 # :func:`triton_guide.softmax_naive`, :func:`triton_guide.matmul`,
 # :func:`triton_guide.attention`, :func:`triton_guide.traffic.count_bytes`,
 # :func:`triton_guide.traffic.read_working_set`,
-# :func:`triton_guide.benchmark.median_ms`, :func:`triton_guide.benchmark.sweep`.
+# :class:`triton_guide.benchmark.Benchmark`.

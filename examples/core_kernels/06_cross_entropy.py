@@ -24,11 +24,12 @@ import torch
 import torch.nn.functional as F
 
 from triton_guide import cross_entropy, cross_entropy_reference, runtime
-from triton_guide.benchmark import NO_TIMINGS, median_ms
+from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.testing import assert_close, tolerance
 
-torch.manual_seed(0)
-print(runtime.describe())
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
 GIB = 2**30
 
@@ -179,70 +180,196 @@ for reduction in ("mean", "sum"):
 # %%
 # Time and peak memory at LLM sizes
 # ---------------------------------
-# Logits in bfloat16, vocabulary 128256. Forward alone runs under ``torch.no_grad()``
-# (evaluation); forward + backward takes ``torch.autograd.grad`` of the mean loss with
-# respect to the logits. Peak memory is ``torch.cuda.max_memory_allocated()`` during one
-# call, minus what was allocated before it (the logits themselves): the memory the loss
-# adds on top of the model.
+# Logits in bfloat16, vocabulary 128256, 8192 and 16384 rows, and four ways to take
+# the mean loss: ``F.cross_entropy`` on the logits, the same on ``logits.float()``, the
+# fused kernel, and the fused kernel writing the gradient over the logits.
+#
+# The logits stand for a model's output: a tensor that needs a gradient but is not a
+# leaf (the in-place variant refuses a leaf). Here they are random numbers plus a zero
+# that requires a gradient, so that autograd sees them computed from a parameter while
+# only one rows x vocabulary tensor stays alive. They are made once per size and shared
+# by every variant, and dropped before the next size is made: at 16384 rows they take
+# the GiB printed above, and the float32 variant adds several times that.
+
+ROWS = [8192, 16384]
+_inputs = {}  # rows -> (logits, target), one size at a time
 
 
-def peak_extra_gib(fn):
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - before) / GIB
+def llm_inputs(rows):
+    if rows not in _inputs:
+        _inputs.clear()  # free the previous size before making this one
+        torch.cuda.empty_cache()
+        zero = torch.zeros((), device=device, dtype=torch.bfloat16, requires_grad=True)
+        logits = torch.randn(rows, VOCAB, device=device, dtype=torch.bfloat16) + zero
+        target = torch.randint(0, VOCAB, (rows,), device=device)
+        _inputs[rows] = logits, target
+    return _inputs[rows]
 
 
-def make_call(loss_fn, logits, target, backward):
-    def forward_only():
-        with torch.no_grad():
-            return loss_fn(logits, target)
+def forward_only(loss_fn):
+    def prepare(rows):
+        logits, target = llm_inputs(rows)
 
-    def forward_backward():
-        return torch.autograd.grad(loss_fn(logits, target), logits)
+        def call():
+            with torch.no_grad():
+                return loss_fn(logits, target)
+        return call
+    return prepare
 
-    return forward_backward if backward else forward_only
+
+def forward_backward(loss_fn):
+    def prepare(rows):
+        logits, target = llm_inputs(rows)
+        return lambda: torch.autograd.grad(loss_fn(logits, target), logits)
+    return prepare
 
 
-variants = {
+losses = {
     "torch": F.cross_entropy,
     "torch, .float()": lambda x, t: F.cross_entropy(x.float(), t),
     "triton_guide": cross_entropy,
     "triton_guide, in place": lambda x, t: cross_entropy(x, t, inplace_grad=True),
 }
-results = {}
-if not runtime.timings_meaningful():
-    print(NO_TIMINGS)
-else:
-    for rows in (8192, 16384):
-        source = torch.randn(rows, VOCAB, device=device, dtype=torch.bfloat16)
-        source.requires_grad_()
-        bench_logits = source * 1  # a non-leaf, like a model's output
-        bench_target = torch.randint(0, VOCAB, (rows,), device=device)
-        for backward in (False, True):
-            for name, loss_fn in variants.items():
-                call = make_call(loss_fn, bench_logits, bench_target, backward)
-                memory = peak_extra_gib(call)
-                ms = median_ms(call)
-                results[rows, backward, name] = (ms, memory)
-                print(f"{rows} x {VOCAB}, {'fwd+bwd' if backward else 'forward'}, "
-                      f"{name:<22}: {ms:7.2f} ms, peak +{memory:5.2f} GiB", flush=True)
-        del source, bench_logits, call
-        torch.cuda.empty_cache()
 
 # %%
-# The summary, at the larger size:
+# Time is shown as an effective bandwidth: the bytes that any implementation must move,
+# divided by the time. GB/s counts the same bytes for every variant, so a variant that
+# makes extra trips over the logits shows a lower rate. The ceiling is a
+# device-to-device copy, measured in the same run.
+#
+# Peak memory is ``torch.cuda.max_memory_allocated()`` during one call minus what was
+# allocated before it (the logits and the targets): the memory the loss adds on top of
+# the model. Below each plot it is also given in logits-sized tensors, to compare with
+# the count above (which also counts the logits themselves).
 
-if results:
-    rows = 16384
-    for backward in (False, True):
-        torch_ms, torch_gib = results[rows, backward, "torch"]
-        ours_ms, ours_gib = results[rows, backward, "triton_guide, in place"]
-        print(f"{rows} rows, {'fwd+bwd' if backward else 'forward'}: in-place fused "
-              f"{torch_ms / ours_ms:.2f}x torch's speed, {ours_gib:.2f} GiB extra "
-              f"against torch's {torch_gib:.2f} GiB")
+
+def peak_extra_gib(make_call):
+    def prepare(rows):
+        call = make_call(rows)
+
+        def measure():
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            call()  # what it returns is freed at once: the peak has counted it
+            torch.cuda.synchronize()
+            return (torch.cuda.max_memory_allocated() - before) / GIB
+        return measure
+    return prepare
+
+
+def in_logits(peak):
+    for run in peak:
+        i = run.largest
+        logits_gib = run.xs[i] * VOCAB * 2 / GIB
+        print(f"{run.gpu}, {run.xs[i]} rows, extra memory in logits-sized tensors: "
+              + "; ".join(f"{name} {values[i] / logits_gib:.1f}"
+                          for name, values in run.series.items()))
+
+
+XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"
+
+# %%
+# Forward
+# -------
+# Evaluation: the loss alone, under ``torch.no_grad()``. Any implementation must read
+# the logits once (the targets and the losses are a few bytes per row). The in-place
+# variant is left out: with no gradient to write it is the same call as
+# ``triton_guide``.
+
+forward_losses = {name: fn for name, fn in losses.items() if "in place" not in name}
+forward_time = bench.sweep(
+    "cross-entropy forward",
+    ROWS,
+    {name: forward_only(fn) for name, fn in forward_losses.items()},
+    lambda rows, ms: gb_per_s(rows * VOCAB * 2, ms),
+    label="rows",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel=XLABEL,
+)
+forward_time.plot()
+forward_time.summary(ratios=[("triton_guide", "torch")])
+
+# %%
+
+forward_peak = bench.measure(
+    "cross-entropy forward, peak memory",
+    ROWS,
+    {name: peak_extra_gib(forward_only(fn)) for name, fn in forward_losses.items()},
+    label="rows",
+    unit="GiB",
+    xlabel=XLABEL,
+)
+forward_peak.plot(ylabel="peak memory over the logits (GiB)")
+in_logits(forward_peak)
+
+# %%
+# Forward and backward
+# --------------------
+# Training: ``torch.autograd.grad`` of the mean loss with respect to the logits. Any
+# implementation must read the logits once and write their gradient once: two trips,
+# which is what GB/s counts here. The fused kernel makes three (it reads each row again
+# to write the gradient), so it can reach at most two thirds of the copy; PyTorch makes
+# at least six.
+#
+# The in-place variant overwrites the logits with their gradient on every call, so the
+# timer, which calls it many times, hands each call the previous call's gradient instead
+# of fresh logits. The timing is still that of the real call: the kernel reads every
+# logit twice and writes every gradient once whatever their values, its one branch
+# depends on the targets, which do not change, and the values stay finite (a gradient of
+# the mean is at most ``1 / rows`` in size). Restoring the logits before every call
+# would add a copy of them to each timing instead. The in-place variant runs last at
+# each size, so the other variants always see the random logits.
+
+training_time = bench.sweep(
+    "cross-entropy forward + backward",
+    ROWS,
+    {name: forward_backward(fn) for name, fn in losses.items()},
+    lambda rows, ms: gb_per_s(2 * rows * VOCAB * 2, ms),
+    label="rows",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel=XLABEL,
+)
+training_time.plot()
+training_time.summary(ratios=[("triton_guide", "torch"),
+                              ("triton_guide, in place", "torch")])
+
+# %%
+
+training_peak = bench.measure(
+    "cross-entropy forward + backward, peak memory",
+    ROWS,
+    {name: peak_extra_gib(forward_backward(fn)) for name, fn in losses.items()},
+    label="rows",
+    unit="GiB",
+    xlabel=XLABEL,
+)
+training_peak.plot(ylabel="peak memory over the logits (GiB)")
+in_logits(training_peak)
+_inputs.clear()  # free the last logits
+torch.cuda.empty_cache()
+
+# %%
+# The summary, at the larger size, for each GPU: the speed is the ratio of the rates
+# (the same bytes, so torch's time over ours), the memory the extra peak.
+
+for pass_name, ours, timed, peak in (
+        ("forward", "triton_guide", forward_time, forward_peak),
+        ("fwd+bwd", "triton_guide, in place", training_time, training_peak)):
+    fused = "in-place fused" if "in place" in ours else "fused"
+    peak_on = {run.gpu: run for run in peak}
+    for run in timed:
+        rows = run.xs[run.largest]
+        line = (f"{run.gpu}, {rows} rows, {pass_name}: {fused} "
+                f"{run.ratio(ours, 'torch'):.2f}x torch's speed")
+        memory = peak_on.get(run.gpu)
+        if memory is not None and rows in memory.xs:
+            i = memory.xs.index(rows)
+            line += (f", {memory[ours][i]:.2f} GiB extra against torch's "
+                     f"{memory['torch'][i]:.2f} GiB")
+        print(line)
 
 # %%
 # Takeaways
@@ -257,4 +384,4 @@ if results:
 # Used here: :func:`triton_guide.cross_entropy`,
 # :func:`triton_guide.cross_entropy_reference`,
 # :func:`triton_guide.testing.assert_close`, :func:`triton_guide.testing.tolerance`,
-# :func:`triton_guide.benchmark.median_ms`.
+# :class:`triton_guide.benchmark.Benchmark`.
