@@ -28,7 +28,6 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
-import triton
 from matplotlib.lines import Line2D
 
 from triton_guide import (
@@ -49,6 +48,8 @@ from triton_guide.traffic import (
     softmax_cost,
     vector_add_cost,
 )
+
+import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
