@@ -283,10 +283,11 @@ for run in results:
               f"{run['atomic'][i] / run['torch.sum'][i]:.2f}x torch.sum's bandwidth")
 
 # %%
-# At the smallest size the vector is 256 KiB, read in a few microseconds, so expect
-# launches, more than reading, to set the time there: ``vector_sum`` zeroes its output
-# and then launches one Triton kernel (atomic) or two (two-stage), where ``torch.sum``
-# launches one kernel. The lines above give the ratio at both ends, for each GPU.
+# At the smallest size the vector is 256 KiB, read in a few microseconds, so fixed
+# costs set the time there more than reading does: launches (``vector_sum`` zeroes its
+# output, then launches one Triton kernel for the atomic sum, two for the two-stage
+# one) and how each sum splits the work. The lines above give the ratios at both ends,
+# for each GPU.
 
 # %%
 # Takeaways
