@@ -8,7 +8,8 @@ other's registers. Their partial sums have to meet somewhere, and there are two 
 places: a second kernel, or one memory cell that every program adds into with an atomic.
 This page builds both, checks them against a float64 sum, and measures what each costs:
 in reproducibility, because float32 addition depends on order, and in time, next to
-``torch.sum``.
+``torch.sum`` (on a GPU: live when this build ran on one, otherwise the recordings in
+``results/``, each labelled with its GPU, versions and date).
 
 You will learn:
 
@@ -31,15 +32,16 @@ import numpy as np
 import torch
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
-from triton_guide.benchmark import gb_per_s, plot, sweep
+from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
 import triton  # noqa: E402  (after triton_guide, see above)
 
-print(runtime.describe())
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
-torch.manual_seed(0)
 
 # %%
 # One block is not enough
@@ -179,19 +181,49 @@ print(f"left to right is {ratio:,.0f}x further from the float64 sum than the "
 # ---------------------------------------------
 # The two-stage kernel fixes the order of every addition: the same input gives the same
 # bits on every run. The atomic kernel adds the partial sums in whatever order the
-# programs reach the cell, which on a GPU changes from run to run. The interpreter runs
-# programs one after another, always in the same order, so there it cannot show this; we
-# therefore also replay what a GPU does: take the programs' partial sums (stage 1) and
-# add them in random orders, as the atomics would.
+# programs reach the cell, which on a GPU can change from run to run. The interpreter
+# runs programs one after another, always in the same order, so there it cannot show
+# this. Below, repeated runs in this build, then the same count on GPUs (live on one,
+# else recorded), for a vector of ``2**26 + 3`` elements:
 
 runs = runtime.pick(interpreter=5, gpu=20)
 two_stage = torch.stack([vector_sum(x, method="two_stage") for _ in range(runs)])
 atomic = torch.stack([vector_sum(x, method="atomic") for _ in range(runs)])
-for name, results in (("two-stage", two_stage), ("atomic", atomic)):
-    distinct = results.unique()
+for name, repeated in (("two-stage", two_stage), ("atomic", atomic)):
+    distinct = repeated.unique()
     spread = (distinct.max() - distinct.min()).item()
-    print(f"{name:<9}: {len(distinct)} distinct result(s) in {runs} runs, "
+    print(f"this build, {name:<9}: {len(distinct)} distinct result(s) in {runs} runs, "
           f"spread {spread:.2e}")
+
+repeats = 20
+
+
+def distinct_results(method):
+    def prepare(size):
+        data = torch.randn(size, device=device)
+
+        def count():
+            sums = [vector_sum(data, method=method) for _ in range(repeats)]
+            return len(torch.stack(sums).unique())
+        return count
+    return prepare
+
+
+repeatability = bench.measure(
+    "run to run",
+    [2**26 + 3],
+    {method: distinct_results(method) for method in ("two_stage", "atomic")},
+    label="n",
+    unit=f"distinct results in {repeats} runs",
+    xlabel="elements (float32)",
+)
+for run in repeatability:
+    print(f"{run.gpu}: {run['two_stage'][0]:.0f} distinct result(s) from the two-stage "
+          f"kernel, {run['atomic'][0]:.0f} from the atomic one, in {repeats} runs each")
+
+# %%
+# A CPU build can still replay what a GPU does: take the programs' partial sums (stage
+# 1) and add them in random orders, as the atomics would.
 
 partials = torch.empty(num_programs, dtype=torch.float32, device=device)
 partial_sums_kernel[(num_programs,)](x, partials, n, BLOCK_SIZE=block_size)
@@ -216,7 +248,8 @@ print(f"{num_programs} partial sums added in {orderings} random orders "
 # Speed against torch.sum
 # -----------------------
 # A sum reads each element once and does one addition, so it is bound by memory
-# bandwidth: GB/s counts the 4 bytes read per element.
+# bandwidth: GB/s counts the 4 bytes read per element, and the ceiling (the wide pale
+# line) is a device-to-device copy of 1 GiB, measured in the same run.
 
 sizes = [2**k for k in range(16, 29, 2)]
 
@@ -230,19 +263,31 @@ def timed(method):
     return prepare
 
 
-results = sweep(
+results = bench.sweep(
+    "sum of a vector",
     sizes,
     {name: timed(name) for name in ("two_stage", "atomic", "torch.sum")},
     lambda size, ms: gb_per_s(4 * size, ms),
     label="n",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="elements (float32)",
 )
-if results is not None:
-    plot(sizes, results, xlabel="elements (float32)", ylabel="GB/s",
-         title="sum of a vector")
-    for name in ("two_stage", "atomic"):
-        ratio = results[name][-1] / results["torch.sum"][-1]
-        print(f"at n = 2^{sizes[-1].bit_length() - 1}: {name} reaches "
-              f"{ratio:.2f}x torch.sum's bandwidth")
+results.plot()
+results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
+for run in results:
+    for i in (0, run.largest):
+        size = run.xs[i]
+        print(f"{run.gpu}, n = 2^{size.bit_length() - 1}: two_stage "
+              f"{run['two_stage'][i] / run['torch.sum'][i]:.2f}x and atomic "
+              f"{run['atomic'][i] / run['torch.sum'][i]:.2f}x torch.sum's bandwidth")
+
+# %%
+# At the smallest size the vector is 256 KiB, read in a few microseconds, so fixed
+# costs set the time there more than reading does: launches (``vector_sum`` zeroes its
+# output, then launches one Triton kernel for the atomic sum, two for the two-stage
+# one) and how each sum splits the work. The lines above give the ratios at both ends,
+# for each GPU.
 
 # %%
 # Takeaways
@@ -251,9 +296,8 @@ if results is not None:
 #   in a second, small launch; or add into one cell with ``tl.atomic_add``.
 # * Never combine programs with a plain load and store to one address: that is a race.
 # * Float32 sums depend on the order of the additions. The two-stage kernel fixes the
-#   order and repeats bit for bit; atomics do not, on a GPU.
+#   order and repeats bit for bit; atomics need not, on a GPU.
 # * Accumulate in float32 even for float16 input.
 #
 # Used here: :func:`triton_guide.vector_sum`, :func:`triton_guide.vector_sum_reference`,
-# :func:`triton_guide.testing.assert_close`, :func:`triton_guide.benchmark.sweep`,
-# :func:`triton_guide.benchmark.plot`.
+# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.

@@ -5,10 +5,10 @@ Performance habits, measured
 Advice about kernel speed is easy to give and easy to get wrong: "bigger blocks are
 faster", "masks are expensive", "always autotune". This page measures each habit on the
 simplest memory-bound kernel there is, a copy, where nothing but memory access varies.
-On a GPU every claim below comes with a plot or a number from the run that built the
-page; under the interpreter, timings mean nothing, so those cells say so and show what
-can be shown without a clock: how the work is divided, and which addresses the lanes
-touch.
+Every timing below was taken on a GPU: in this build when it ran on one, otherwise
+recalled from the recordings in ``results/``, each labelled with its GPU, versions and
+date. The interpreter times nothing; the cells also show what needs no clock: how the
+work is divided, and which addresses the lanes touch.
 
 You will learn:
 
@@ -25,6 +25,8 @@ You will learn:
 # ``triton_guide`` is imported first: it decides between the GPU and the interpreter,
 # and that must happen before Triton itself is loaded.
 
+import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -32,7 +34,7 @@ import time
 import torch
 
 from triton_guide import runtime
-from triton_guide.benchmark import gb_per_s, median_ms, plot, sweep
+from triton_guide.benchmark import Benchmark, gb_per_s, median_ms
 from triton_guide.copy import (
     AUTOTUNE_BLOCK_SIZES,
     AUTOTUNE_NUM_WARPS,
@@ -43,9 +45,10 @@ from triton_guide.copy import (
 
 import triton  # noqa: E402  (after triton_guide, see above)
 
-print(runtime.describe())
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
+bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+print(bench.stamp())
 device = runtime.device()
-torch.manual_seed(0)
 
 # %%
 # The kernel: a copy
@@ -67,47 +70,67 @@ for bounds in ("mask", "branch", "none"):
     print(f"bounds={bounds!r:<9} copies all {n:,} elements exactly: {exact}")
 
 # %%
+# Every timing of a flat copy below copies ``TIMED_N`` float32 elements, 256 MiB, far
+# more than an L2 cache holds (on a GPU, ``n`` above is that long too).
+
+TIMED_N = 2**26
+print(f"TIMED_N = 2^26 = {TIMED_N:,} elements; a copy moves {2 * 4 * TIMED_N:,} bytes")
+
+
+@functools.cache
+def vector(size):
+    """A random float32 vector of ``size`` elements, made when a timing needs it."""
+    return torch.randn(size, device=device)
+
+
+# %%
 # Block size and ``num_warps``
 # ----------------------------
 # A program handles ``BLOCK_SIZE`` elements with ``num_warps * 32`` threads, so each
 # thread handles ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and
 # threads sit idle or load less than the 16 bytes one instruction can move; too many,
 # and a program needs many registers and the GPU fits fewer programs at once. The
-# division, for a copy of ``n`` elements:
+# division, for the copy of ``TIMED_N`` elements timed below:
 
 block_sizes = [128, 256, 512, 1024, 2048, 4096, 8192]
 warp_counts = [1, 2, 4, 8, 16]
-print(f"n = {n:,}; elements per thread (threads are 32 per warp):")
-print("BLOCK_SIZE  programs" + "".join(f"{w:>3} warp(s)" for w in warp_counts))
+print(f"n = {TIMED_N:,}; elements per thread (threads are 32 per warp):")
+print("BLOCK_SIZE   programs" + "".join(f"{w:>3} warp(s)" for w in warp_counts))
 for block_size in block_sizes:
     per_thread = "".join(f"{block_size / (32 * w):>11g}" for w in warp_counts)
-    print(f"{block_size:>10} {triton.cdiv(n, block_size):>9,} {per_thread}")
+    print(f"{block_size:>10} {triton.cdiv(TIMED_N, block_size):>10,} {per_thread}")
 
 # %%
-# Measured: GB/s for every combination (one line per ``num_warps``).
+# Measured: GB/s for every combination (one line per ``num_warps``), under the ceiling:
+# a device-to-device copy of 1 GiB, measured in the same run.
 
 
 def copy_with_warps(num_warps):
     def prepare(block_size):
-        return lambda: copy(x, block_size=block_size, num_warps=num_warps)
+        data = vector(TIMED_N)
+        return lambda: copy(data, block_size=block_size, num_warps=num_warps)
     return prepare
 
 
-results = sweep(
+results = bench.sweep(
+    "block size and num_warps",
     block_sizes,
     {f"{w} warps": copy_with_warps(w) for w in warp_counts},
-    lambda block_size, ms: gb_per_s(2 * 4 * n, ms),
+    lambda block_size, ms: gb_per_s(2 * 4 * TIMED_N, ms),
     label="BLOCK_SIZE",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="BLOCK_SIZE (copy of 2^26 float32)",
 )
-if results is not None:
-    plot(block_sizes, results, xlabel="BLOCK_SIZE", ylabel="GB/s",
-         title=f"copy of {n:,} float32: block size and num_warps")
-    cells = [(value, name, block_sizes[i])
-             for name, values in results.items() for i, value in enumerate(values)]
-    best, worst = max(cells), min(cells)
-    print(f"best:  {best[1]}, BLOCK_SIZE {best[2]}: {best[0]:.0f} GB/s")
-    print(f"worst: {worst[1]}, BLOCK_SIZE {worst[2]}: {worst[0]:.0f} GB/s "
-          f"({best[0] / worst[0]:.1f}x slower)")
+results.plot()
+for run in results:
+    cells = [(value, name, run.xs[i])
+             for name, values in run.series.items() for i, value in enumerate(values)]
+    (best, best_warps, best_block), (worst, worst_warps, worst_block) = (
+        max(cells), min(cells))
+    print(f"{run.gpu}: best {best_warps} at BLOCK_SIZE {best_block}, {best:.0f} GB/s; "
+          f"worst {worst_warps} at BLOCK_SIZE {worst_block}, {worst:.0f} GB/s "
+          f"({best / worst:.1f}x slower)")
 
 # %%
 # Coalescing: rows against columns
@@ -145,28 +168,42 @@ for walk in walks:
           f"{torch.equal(copy_matrix(matrix, walk=walk), matrix)}")
 
 # %%
-# Measured, on the same matrix:
+# Measured, on square matrices from 4 MiB (which fits in an L2 cache) to 256 MiB
+# (which does not):
 
-if runtime.timings_meaningful():
-    matrix_bytes = 2 * matrix.numel() * item
-    bandwidth = {
-        walk: gb_per_s(
-            matrix_bytes, median_ms(lambda w=walk: copy_matrix(matrix, walk=w))
-        )
-        for walk in walks
-    }
-    for walk, value in bandwidth.items():
-        print(f"walk={walk:<8} {value:7.0f} GB/s")
-    slowdown = bandwidth["rows"] / bandwidth["columns"]
-    print(f"walking down columns is {slowdown:.1f}x slower")
-else:
-    print("Timings need a GPU: this cell measures only when run on one.")
+sides = [1024, 2048, 4096, 8192]
+
+
+def walking(walk):
+    def prepare(side):
+        data = torch.randn(side, side, device=device)
+        return lambda: copy_matrix(data, walk=walk)
+    return prepare
+
+
+coalescing = bench.sweep(
+    "rows against columns",
+    sides,
+    {walk: walking(walk) for walk in walks},
+    lambda side, ms: gb_per_s(2 * 4 * side * side, ms),
+    label="n",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="n (an n x n float32 matrix)",
+)
+coalescing.plot()
+coalescing.summary(ratios=[("rows", "columns")])
+for run in coalescing:
+    ratios = ", ".join(f"{r / c:.1f}x at n = {side}"
+                       for side, r, c in zip(run.xs, run["rows"], run["columns"]))
+    print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
 
 # %%
-# The measured gap need not be the full 8x of wasted sectors: programs that run at about
-# the same time read neighbouring columns, so a sector fetched for one program may still
-# be in the L2 cache when the next one needs it. Do not count on that: make the lanes of
-# a program walk along the dimension with stride 1.
+# Where the measured gap is less than the 8x of wasted sectors, the L2 cache is why: a
+# small matrix stays in it whole, and in a large one, programs that run at about the
+# same time read neighbouring columns, so a sector fetched for one program may still be
+# in the cache when the next one needs it. Do not count on that: make the lanes of a
+# program walk along the dimension with stride 1.
 
 # %%
 # Masks against branches
@@ -179,19 +216,33 @@ else:
 # Triton, it is a mask or ``tl.where``.
 
 block_size = 1024
-blocks = triton.cdiv(n, block_size)
-print(f"n = {n:,}, BLOCK_SIZE {block_size}: {blocks:,} programs, of which "
-      f"{int(n % block_size != 0)} owns a partial block")
-if runtime.timings_meaningful():
-    rates = {
-        bounds: gb_per_s(2 * 4 * n, median_ms(lambda b=bounds: copy(x, bounds=b)))
-        for bounds in ("mask", "branch", "none")
-    }
-    for bounds, value in rates.items():
-        print(f"bounds={bounds!r:<9} {value:7.0f} GB/s "
-              f"({value / rates['none']:.3f}x no check)")
-else:
-    print("Timings need a GPU: this cell measures only when run on one.")
+blocks = triton.cdiv(TIMED_N, block_size)
+print(f"n = {TIMED_N:,}, BLOCK_SIZE {block_size}: {blocks:,} programs, of which "
+      f"{int(TIMED_N % block_size != 0)} owns a partial block")
+
+
+def bounded(bounds):
+    def prepare(size):
+        data = vector(size)
+        return lambda: copy(data, bounds=bounds, block_size=block_size)
+    return prepare
+
+
+checks = bench.sweep(
+    "masks against branches",
+    [TIMED_N],
+    {bounds: bounded(bounds) for bounds in ("mask", "branch", "none")},
+    lambda size, ms: gb_per_s(2 * 4 * size, ms),
+    label="n",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="elements (float32)",
+)
+checks.summary()
+for run in checks:
+    print(f"{run.gpu}: against no check, the mask reaches "
+          f"{run.ratio('mask', 'none'):.3f}x the bandwidth, the branch "
+          f"{run.ratio('branch', 'none'):.3f}x")
 
 # %%
 # The three variants do the same loads and stores; the mask adds one comparison per
@@ -203,62 +254,131 @@ else:
 # ----------------------------------------
 # ``triton.autotune`` compiles and times every configuration it is given, the first time
 # a kernel is called with a new value of its ``key`` arguments, and reuses the winner
-# after that. The package's autotuned copy tries every pair of these:
+# after that. The package's autotuned copy tries every pair of these (the interpreter,
+# which cannot time anything, gets only one configuration):
 
 configs = len(AUTOTUNE_BLOCK_SIZES) * len(AUTOTUNE_NUM_WARPS)
 print(f"BLOCK_SIZE in {AUTOTUNE_BLOCK_SIZES} x num_warps in {AUTOTUNE_NUM_WARPS}: "
       f"{configs} configurations, each compiled and timed on the first call")
 
 # %%
-# On a GPU: the first call, the calls after it, and, for scale, one compilation of one
-# configuration. Triton keeps compiled kernels in an on-disk cache, which would make a
-# second build of this page look cheaper than a first; an empty cache directory, for
-# this cell only, makes both compile for real.
+# Measured on a GPU, in milliseconds of wall-clock time: the first call of the autotuned
+# copy of ``TIMED_N`` elements, the calls after it (a median, like every timing above),
+# and, for scale, one compilation of one configuration of the plain copy. Triton keeps
+# compiled kernels in an on-disk cache, which would make a second build of this page
+# look cheaper than a first; an empty cache directory, for these two measurements only,
+# makes both compile for real.
 
-if runtime.timings_meaningful():
-    def wall_seconds(fn):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        return time.perf_counter() - start
 
-    previous_cache = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-guide-")
-    try:
-        # One configuration this page has not compiled yet.
-        one_compile = wall_seconds(lambda: copy(x, block_size=2048, num_warps=2,
-                                                bounds="branch"))
-        first_call = wall_seconds(lambda: copy(x, autotune=True))
-    finally:
-        if previous_cache is None:
-            del os.environ["TRITON_CACHE_DIR"]
-        else:
-            os.environ["TRITON_CACHE_DIR"] = previous_cache
-    later_call = median_ms(lambda: copy(x, autotune=True))
-    print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
-    best = copy_autotuned_kernel.best_config
-    print(f"first call (compile and time {configs} configurations): {first_call:.2f} s")
-    print(f"later calls: {later_call:.3f} ms, "
-          f"{gb_per_s(2 * 4 * n, later_call):.0f} GB/s")
-    print(f"one compilation, for scale: {one_compile:.2f} s")
-    print(f"chosen: BLOCK_SIZE {best.kwargs['BLOCK_SIZE']}, num_warps {best.num_warps}")
-    timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
-    for config, measured in sorted(timings.items(), key=lambda item: item[1][0]):
-        median = measured[0] if isinstance(measured, (list, tuple)) else measured
-        block = config.kwargs["BLOCK_SIZE"]
-        print(f"  BLOCK_SIZE {block:>5}, {config.num_warps} warps: "
-              f"{gb_per_s(2 * 4 * n, median):7.0f} GB/s")
-else:
-    print("Timings need a GPU: under the interpreter autotune gets one configuration, "
-          "since it cannot time any.")
-    print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
+def wall_ms(fn):
+    """Milliseconds of wall-clock time for one call of ``fn``, compilation included."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+@contextlib.contextmanager
+def empty_triton_cache():
+    previous = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="triton-guide-") as directory:
+        os.environ["TRITON_CACHE_DIR"] = directory
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = previous
+
+
+def one_compilation(size):
+    data = vector(size)
+
+    def measure():
+        with empty_triton_cache():  # a configuration this page has not compiled yet
+            return wall_ms(lambda: copy(data, block_size=2048, num_warps=2,
+                                        bounds="branch"))
+    return measure
+
+
+def first_call(size):
+    data = vector(size)
+
+    def measure():
+        with empty_triton_cache():
+            return wall_ms(lambda: copy(data, autotune=True))
+    return measure
+
+
+def later_calls(size):
+    data = vector(size)
+    return lambda: median_ms(lambda: copy(data, autotune=True))
+
+
+cost = bench.measure(
+    "autotune: first call and later calls",
+    [TIMED_N],
+    {"one compilation": one_compilation, "first call": first_call,
+     "later calls": later_calls},
+    label="n",
+    unit="ms",
+    xlabel="elements (float32)",
+)
+for run in cost:
+    compiling, first, later = (run[name][0] for name in
+                               ("one compilation", "first call", "later calls"))
+    print(f"{run.gpu}: first call {first / 1e3:.2f} s (compiles and times {configs} "
+          f"configurations), {first / compiling:.0f}x one compilation "
+          f"({compiling / 1e3:.2f} s); later calls {later:.3f} ms "
+          f"({gb_per_s(2 * 4 * run.xs[0], later):.0f} GB/s)")
+
+# %%
+# What the first call measured: autotune keeps its timing of every configuration (in
+# ``copy_autotuned_kernel.configs_timings``, milliseconds), and picks the fastest. As
+# GB/s:
+
+
+def autotune_timing(num_warps):
+    def prepare(block_size):
+        def read():
+            timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
+            for config, measured in timings.items():
+                tried = (config.kwargs["BLOCK_SIZE"], config.num_warps)
+                if tried == (block_size, num_warps):
+                    # [median, 20th, 80th percentile] in ms, or a bare median
+                    median = measured[0] if isinstance(measured, list) else measured
+                    return gb_per_s(2 * 4 * TIMED_N, median)
+            raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
+                              f"{num_warps} warps")
+        return read
+    return prepare
+
+
+tuned = bench.measure(
+    "autotune's timings",
+    list(AUTOTUNE_BLOCK_SIZES),
+    {f"{w} warps": autotune_timing(w) for w in AUTOTUNE_NUM_WARPS},
+    label="BLOCK_SIZE",
+    unit="GB/s",
+    xlabel="BLOCK_SIZE (autotuned copy of 2^26 float32)",
+)
+tuned.plot()
+for run in tuned:
+    cells = [(value, name, run.xs[i])
+             for name, values in run.series.items() for i, value in enumerate(values)]
+    (best, best_warps, best_block), (worst, _, _) = max(cells), min(cells)
+    print(f"{run.gpu}: autotune chose BLOCK_SIZE {best_block}, {best_warps} "
+          f"({best:.0f} GB/s); its {len(cells)} configurations spanned "
+          f"{worst:.0f} to {best:.0f} GB/s")
+print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 
 # %%
 # The first call pays for every configuration, in every process that calls it with a new
 # key, so a key that changes often (here, every new length) pays again and again.
 # Autotune over few configurations, with a key that changes rarely, or choose by a rule
-# once the sweep above has shown what wins.
+# once a sweep like the one above has shown what wins.
 
 # %%
 # Takeaways
@@ -272,5 +392,4 @@ else:
 # * Autotuning costs compilations and timings on the first call of every new key.
 #
 # Used here: :func:`triton_guide.copy.copy`, :func:`triton_guide.copy.copy_matrix`,
-# :func:`triton_guide.benchmark.sweep`, :func:`triton_guide.benchmark.median_ms`,
-# :func:`triton_guide.benchmark.plot`.
+# :class:`triton_guide.benchmark.Benchmark`, :func:`triton_guide.benchmark.median_ms`.
