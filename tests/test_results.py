@@ -348,3 +348,23 @@ def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, m
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     plt.close(figure)
     assert (run["ours"], run.notes, labels) == ([0.5, 1.0, 2.0], [], ["Synthetic A100: ours"])
+
+
+@needs_interpreter
+def test_categorical_x_keeps_its_order_in_the_table_and_summary(page, tmp_path, capsys):
+    kernels = ["vector_add", "softmax", "matmul"]
+    record = synthetic_record(page, "NVIDIA Synthetic A100")
+    record["benchmarks"] = [{
+        "title": "synthetic kernels", "label": "kernel", "xlabel": "kernel", "unit": "GB/s",
+        "logx": False, "x": kernels,
+        "ceiling": {"kind": "copy", "label": "synthetic copy", "value": 1500.0, "unit": "GB/s"},
+        "series": [{"label": "achieved", "unit": "GB/s", "x": kernels,
+                    "values": [900.0, 800.0, 100.0]}]}]
+    store.save(record, tmp_path / "results")
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    results = bench.sweep("synthetic kernels", kernels, {"achieved": None}, None,
+                          label="kernel", unit="GB/s", ceiling="copy", logx=False)
+    rows = results.summary()
+    table = [line.split("|")[0].strip() for line in capsys.readouterr().out.splitlines()
+             if line.split("|")[0].strip() in kernels]
+    assert (table, rows["largest kernel"]) == (kernels, {"Synthetic A100": "matmul"})

@@ -240,7 +240,9 @@ class Run:
 
     @property
     def largest(self) -> int:
-        """Index of the largest x."""
+        """Index of the largest x (the last, when the x values are names)."""
+        if not all(isinstance(x, (int, float)) for x in self.xs):
+            return len(self.xs) - 1
         return max(range(len(self.xs)), key=lambda i: self.xs[i])
 
     def at_largest(self, name: str) -> float:
@@ -381,7 +383,9 @@ class Results:
 
 def _print_table(label: str, unit: str, runs: list[Run]) -> None:
     """Every x of every run: a group of columns per GPU, one column per variant."""
-    xs = sorted({x for run in runs for x in run.xs})
+    xs = list(dict.fromkeys(x for run in runs for x in run.xs))  # first seen first
+    if all(isinstance(x, (int, float)) for x in xs):
+        xs.sort()
     groups = []
     for run in runs:
         widths = [max(len(name), 8) for name in run.series]
@@ -403,7 +407,9 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
         print(f"{shown:>{first}} |" + " |".join(cells))
 
 
-def _format(value: float, row: str) -> str:
+def _format(value: float | str, row: str) -> str:
+    if isinstance(value, str):  # a categorical x (a kernel's name, a device property)
+        return value
     if math.isnan(value):
         return "-"
     if row.startswith("largest"):
