@@ -39,6 +39,7 @@ REPO_ROOT = PACKAGE_DIR.parent
 RESULTS_ENV = "TRITON_GUIDE_RESULTS"
 RECORD_ENV = "TRITON_GUIDE_RECORD"
 TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
+COMMIT_ENV = "TRITON_GUIDE_COMMIT"
 # Shared machinery: editing these does not change what a page's kernels compute or how fast.
 MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library"})
 STALE = "recorded before the kernel changed: these numbers may be stale"
@@ -173,7 +174,13 @@ def stale_reason(recorded: dict, current: dict) -> str | None:
 
 
 def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """The commit checked out at ``root`` and whether files other than results/ differ."""
+    """The commit checked out at ``root`` and whether files other than results/ differ.
+
+    ``TRITON_GUIDE_COMMIT`` names the commit instead, for a machine that received a copy of
+    a clean checkout without its history (its own ``git`` would name another commit).
+    """
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV], False
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True, timeout=10).stdout.strip()
