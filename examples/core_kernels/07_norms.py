@@ -242,6 +242,27 @@ for direction, make, trips in (("forward", forward, 2), ("backward", backward, 3
         print(f"{run.gpu}, {direction} at hidden 4096: " + ", ".join(
             f"{name} {values[i] / run[COPY][i]:.0%} of the same-bytes copy"
             for name, values in run.series.items() if name != COPY))
+        small, large = run.xs.index(min(run.xs)), run.largest
+        nbytes = trips * ROWS * run.xs[small] * 2
+        print(f"{run.gpu}, {direction}: at hidden {run.xs[run.largest]} rms_norm "
+              f"{run['rms_norm'][large] / run['torch rms_norm'][large]:.2f}x and "
+              f"layer_norm {run['layer_norm'][large] / run['torch layer_norm'][large]:.2f}x "
+              f"torch; at hidden {run.xs[small]} one call takes "
+              f"{nbytes / run['rms_norm'][small] / 1e3:.0f} us (rms_norm) against "
+              f"{nbytes / run['torch rms_norm'][small] / 1e3:.0f} us (torch) and "
+              f"{nbytes / run[COPY][small] / 1e3:.0f} us for the copy")
+
+# %%
+# Read the two ends of each plot apart. At the largest sizes the kernels are timed: one
+# read and one write per element, no saved activations beyond the row statistics. At the
+# smallest, a call moves a few megabytes, which the GPU does in a few microseconds, and
+# the time is the host's: every call of ``rms_norm`` runs Python (argument checks, the
+# autograd wrapper, Triton's launcher binding and specialising its arguments) before
+# the kernel is queued, several times what PyTorch's C++ dispatch costs. That cost is
+# the same at every size, so it dominates below a few tens of microseconds of GPU work
+# and the points there jump from run to run. Keeping it small is the launcher's job
+# (a compiled launch cached per shape, CUDA graphs for a whole step); it is not what
+# this page's kernels teach.
 
 # %%
 # Takeaways
