@@ -101,6 +101,9 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "image_scrapers": ("matplotlib",),
+    # Pages print what they mean to show; the value of a cell's last expression (the
+    # Generator from torch.manual_seed, the table summary() returns) is not shown.
+    "capture_repr": (),
     "matplotlib_animations": False,
     "min_reported_time": 1,
     "show_memory": False,
