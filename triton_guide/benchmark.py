@@ -381,8 +381,17 @@ class Results:
         return rows
 
 
+TABLE_WIDTH = 88  # characters: what an output block shows at 1280 px without wrapping
+
+
 def _print_table(label: str, unit: str, runs: list[Run]) -> None:
-    """Every x of every run: a group of columns per GPU, one column per variant."""
+    """Every x of every run: a group of columns per GPU, one column per variant; one table
+    per GPU when the groups side by side would be wider than :data:`TABLE_WIDTH`."""
+    spans = [sum(max(len(name), 8) + 2 for name in run.series) + 2 for run in runs]
+    if len(runs) > 1 and 12 + sum(spans) + len(f"   ({unit})") > TABLE_WIDTH:
+        for run in runs:
+            _print_table(label, unit, [run])
+        return
     xs = list(dict.fromkeys(x for run in runs for x in run.xs))  # first seen first
     if all(isinstance(x, (int, float)) for x in xs):
         xs.sort()
