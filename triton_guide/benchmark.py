@@ -216,7 +216,7 @@ def measure_ceiling(kind: str) -> Ceiling:
 
 # -- one benchmark across GPUs ---------------------------------------------------------------
 
-LINESTYLES = ["-", "--", ":", "-."]
+LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
@@ -309,7 +309,7 @@ class Results:
         below = 0.55 + line * legend_rows + 0.1 + footer  # tick labels, xlabel, legend, footer
         height = 3.4 + 0.4 + below
         figure = plt.figure(figsize=(8, height))
-        axes = figure.add_axes((0.09, below / height, 0.88, 3.4 / height))
+        axes = figure.add_axes((0.11, below / height, 0.86, 3.4 / height))
         for i, run in enumerate(self.runs):
             colour = f"C{i}"
             for j, name in enumerate(names):
@@ -328,7 +328,7 @@ class Results:
             axes.set_xscale("log", base=2)
         axes.set_xlabel(self.xlabel)
         axes.set_ylabel(ylabel or self.unit)
-        axes.set_ylim(bottom=0)
+        axes.set_ylim(bottom=0, top=axes.get_ylim()[1] * 1.06)  # room above the ceilings
         axes.grid(True, alpha=0.3)
         axes.set_title(title or self.title, fontsize=10)
         figure.legend(*axes.get_legend_handles_labels(), loc="lower center", fontsize=7,

@@ -286,6 +286,20 @@ for run in results:
     ours_best = run["triton_guide"][best]
     print(f"{run.gpu}, best: n = {run.xs[best]}, {ours_best:.0f} TFLOP/s, "
           f"{ours_best / run['cuBLAS'][best]:.2f}x cuBLAS")
+    small = run.xs.index(min(run.xs))
+    ratio = run["triton_guide"][small] / run["cuBLAS"][small]
+    roof = run.ceiling.value if run.ceiling else float("nan")
+    print(f"{run.gpu}, n = {run.xs[small]}: {ratio:.2f}x cuBLAS; cuBLAS at "
+          f"n = {run.xs[run.largest]} measured {run['cuBLAS'][run.largest]:.0f} TFLOP/s "
+          f"here and {roof:.0f} as the ceiling, in one run")
+
+# %%
+# Two cautions when reading these numbers. At small sizes a product takes a few
+# microseconds on the GPU and the time measured is mostly the host's: the Python that
+# checks the arguments and the autotuner's lookup before each launch cost more than
+# cuBLAS's whole call, and the tile sizes tried here are built for large products.
+# And two timings of the same cuBLAS product in one run differ by several percent (the
+# last line above): differences between our kernel and cuBLAS of that size are noise.
 
 
 # %%

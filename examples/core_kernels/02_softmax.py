@@ -149,7 +149,9 @@ print(f"the running sum was rescaled by a factor below 1 at {rescaled} of "
 #    :pyobject: softmax_online_kernel
 #
 # ``softmax(x)`` picks the one-pass kernel when the row fits and the online kernel when it
-# does not; ``method=`` forces one.
+# does not; ``method=`` forces one. Forced onto short rows, the online kernel is slow for
+# a reason the traffic count does not show: it takes one row per program in steps of
+# ``ONLINE_BLOCK`` columns, so on a row of 128 most of its lanes are masked off.
 
 # %%
 # Check against PyTorch

@@ -242,27 +242,30 @@ for direction, make, trips in (("forward", forward, 2), ("backward", backward, 3
         print(f"{run.gpu}, {direction} at hidden 4096: " + ", ".join(
             f"{name} {values[i] / run[COPY][i]:.0%} of the same-bytes copy"
             for name, values in run.series.items() if name != COPY))
-        small, large = run.xs.index(min(run.xs)), run.largest
+        per_size = "; ".join(
+            f"{x}: rms {run['rms_norm'][i] / run['torch rms_norm'][i]:.2f}x, "
+            f"layer {run['layer_norm'][i] / run['torch layer_norm'][i]:.2f}x"
+            for i, x in enumerate(run.xs))
+        print(f"{run.gpu}, {direction}, ours / torch by hidden size: {per_size}")
+        small = run.xs.index(min(run.xs))
         nbytes = trips * ROWS * run.xs[small] * 2
-        print(f"{run.gpu}, {direction}: at hidden {run.xs[run.largest]} rms_norm "
-              f"{run['rms_norm'][large] / run['torch rms_norm'][large]:.2f}x and "
-              f"layer_norm {run['layer_norm'][large] / run['torch layer_norm'][large]:.2f}x "
-              f"torch; at hidden {run.xs[small]} one call takes "
+        print(f"{run.gpu}, {direction}, hidden {run.xs[small]}: one call takes "
               f"{nbytes / run['rms_norm'][small] / 1e3:.0f} us (rms_norm) against "
               f"{nbytes / run['torch rms_norm'][small] / 1e3:.0f} us (torch) and "
               f"{nbytes / run[COPY][small] / 1e3:.0f} us for the copy")
 
 # %%
-# Read the two ends of each plot apart. At the largest sizes the kernels are timed: one
-# read and one write per element, no saved activations beyond the row statistics. At the
-# smallest, a call moves a few megabytes, which the GPU does in a few microseconds, and
-# the time is the host's: every call of ``rms_norm`` runs Python (argument checks, the
-# autograd wrapper, Triton's launcher binding and specialising its arguments) before
-# the kernel is queued, several times what PyTorch's C++ dispatch costs. That cost is
-# the same at every size, so it dominates below a few tens of microseconds of GPU work
-# and the points there jump from run to run. Keeping it small is the launcher's job
-# (a compiled launch cached per shape, CUDA graphs for a whole step); it is not what
-# this page's kernels teach.
+# Read the ratios by size. Where a call moves a few megabytes, which the GPU does in a
+# few microseconds, our calls take far longer than the copy of the same bytes, and the
+# times vary from size to size and from GPU to GPU: that is what a call bound by the
+# host looks like. Every call of ``rms_norm`` runs Python before its kernel is queued
+# (argument checks, the autograd wrapper, Triton's launcher binding and specialising its
+# arguments; the backward launches two kernels, three with a bias, each through that
+# path), several times what PyTorch's C++ dispatch costs, and meanwhile the GPU waits.
+# Where the data is large enough for the GPU time to dominate, the ratios are the
+# kernels' own. Keeping the host cost small is the launcher's job (a compiled launch
+# cached per shape, CUDA graphs for a whole step); this page's kernels do not address
+# it, and below those sizes torch is faster.
 
 # %%
 # Takeaways

@@ -199,7 +199,9 @@ for run in coalescing:
     print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
 
 # %%
-# Where the measured gap is less than the 8x of wasted sectors, the L2 cache is why: a
+# The gap can exceed 8x: the column walk's stores are as scattered as its loads, so the
+# writes waste sectors too. Where the measured gap is less than the 8x of wasted
+# sectors, the L2 cache is why: a
 # small matrix stays in it whole, and in a large one, programs that run at about the
 # same time read neighbouring columns, so a sector fetched for one program may still be
 # in the cache when the next one needs it. Do not count on that: make the lanes of a
