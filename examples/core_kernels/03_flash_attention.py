@@ -428,25 +428,45 @@ def make_variant(fn, causal, backward):
     return prepare
 
 
-for backward in (False, True):
-    for causal in (False, True):
-        pass_name = "backward" if backward else "forward"
-        title = f"attention {pass_name}, {'causal' if causal else 'full'}, d={HEAD_DIM}"
-        work = 2.5 if backward else 1.0
-        flop_scale = work * 4 * BATCH * HEADS * HEAD_DIM * (0.5 if causal else 1)
-        results = bench.sweep(
-            title,
-            lengths,
-            {name: make_variant(fn, causal, backward) for name, fn in implementations.items()},
-            lambda n, ms: tflop_per_s(flop_scale * n * n, ms),
-            label="N",
-            unit="TFLOP/s",
-            ceiling="gemm_fp16",
-            xlabel="sequence length",
-        )
-        results.plot()
-        results.summary(ratios=[("triton_guide", "SDPA flash"),
-                                ("triton_guide", "SDPA cuDNN")])
+def benchmark(backward, causal):
+    """One sweep: plotted, then tabulated for every GPU, with ours against both SDPAs."""
+    pass_name = "backward" if backward else "forward"
+    title = f"attention {pass_name}, {'causal' if causal else 'full'}, d={HEAD_DIM}"
+    work = 2.5 if backward else 1.0
+    flop_scale = work * 4 * BATCH * HEADS * HEAD_DIM * (0.5 if causal else 1)
+    results = bench.sweep(
+        title,
+        lengths,
+        {name: make_variant(fn, causal, backward) for name, fn in implementations.items()},
+        lambda n, ms: tflop_per_s(flop_scale * n * n, ms),
+        label="N",
+        unit="TFLOP/s",
+        ceiling="gemm_fp16",
+        xlabel="sequence length",
+    )
+    results.plot()
+    results.summary(ratios=[("triton_guide", "SDPA flash"), ("triton_guide", "SDPA cuDNN")])
+
+
+# %%
+# Forward, full attention:
+
+benchmark(backward=False, causal=False)
+
+# %%
+# Forward, causal:
+
+benchmark(backward=False, causal=True)
+
+# %%
+# Backward, full attention:
+
+benchmark(backward=True, causal=False)
+
+# %%
+# Backward, causal:
+
+benchmark(backward=True, causal=True)
 
 # %%
 # Takeaways

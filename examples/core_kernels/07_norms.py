@@ -217,7 +217,10 @@ def torch_rms_norm(x, weight):
 
 
 COPY = "copy, same bytes"
-for direction, make, trips in (("forward", forward, 2), ("backward", backward, 3)):
+
+
+def benchmark(direction, make, trips):
+    """One sweep, drawn and tabulated; trips: passes over x the op must make."""
     results = bench.sweep(
         f"LayerNorm and RMSNorm, {direction}",
         hiddens,
@@ -228,7 +231,7 @@ for direction, make, trips in (("forward", forward, 2), ("backward", backward, 3
             "torch rms_norm": make(torch_rms_norm, False),
             COPY: copy_of(trips),
         },
-        lambda hidden, ms, trips=trips: gb_per_s(trips * ROWS * hidden * 2, ms),
+        lambda hidden, ms: gb_per_s(trips * ROWS * hidden * 2, ms),
         label="hidden",
         unit="GB/s",
         ceiling="copy",
@@ -253,6 +256,17 @@ for direction, make, trips in (("forward", forward, 2), ("backward", backward, 3
               f"{nbytes / run['rms_norm'][small] / 1e3:.0f} us (rms_norm) against "
               f"{nbytes / run['torch rms_norm'][small] / 1e3:.0f} us (torch) and "
               f"{nbytes / run[COPY][small] / 1e3:.0f} us for the copy")
+
+
+# %%
+# Forward:
+
+benchmark("forward", forward, trips=2)
+
+# %%
+# Backward:
+
+benchmark("backward", backward, trips=3)
 
 # %%
 # Read the ratios by size. Where a call moves a few megabytes, which the GPU does in a
