@@ -368,3 +368,19 @@ def test_categorical_x_keeps_its_order_in_the_table_and_summary(page, tmp_path, 
     table = [line.split("|")[0].strip() for line in capsys.readouterr().out.splitlines()
              if line.split("|")[0].strip() in kernels]
     assert (table, rows["largest kernel"]) == (kernels, {"Synthetic A100": "matmul"})
+
+
+def test_git_state_names_the_checkout_and_whether_it_has_local_changes(monkeypatch):
+    monkeypatch.delenv(store.COMMIT_ENV, raising=False)
+    commit, dirty = store.git_state()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=store.REPO_ROOT,
+                          capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert commit == head.stdout.strip()
+    assert isinstance(dirty, bool)
+
+
+def test_a_named_commit_leaves_local_changes_unknown(monkeypatch):
+    monkeypatch.setenv(store.COMMIT_ENV, "0123abc")
+    assert store.git_state() == ("0123abc", None)

@@ -13,8 +13,11 @@ ceiling measured in the same run.
 
 **Kernel source of a page**, defined once here: the modules of ``triton_guide`` that the
 page imports, plus the package modules those import in turn, leaving out the shared
-machinery (:data:`MACHINERY`), which does not change what a kernel does. The hash covers
-their text; when it differs from the recorded one, the recording predates a kernel change.
+machinery (:data:`MACHINERY`), which does not change what a kernel computes or how its
+device code runs. The hash covers their text; when it differs from the recorded one, the
+recording predates a kernel change. A change to the machinery's host-side code (argument
+checks in ``validation``, the op registrations in ``library``) can still move timings where
+the host bounds them, at the smallest sizes; the hash does not flag that.
 
 Writing happens only from a live GPU run (see :class:`triton_guide.benchmark.Benchmark`);
 this module never times anything.
@@ -177,10 +180,11 @@ def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
     """The commit checked out at ``root`` and whether files other than results/ differ.
 
     ``TRITON_GUIDE_COMMIT`` names the commit instead, for a machine that received a copy of
-    a clean checkout without its history (its own ``git`` would name another commit).
+    a checkout without its history (its own ``git`` would name another commit). Whether that
+    copy had local changes cannot be checked there, so the second value is then ``None``.
     """
     if os.environ.get(COMMIT_ENV):
-        return os.environ[COMMIT_ENV], False
+        return os.environ[COMMIT_ENV], None
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True, timeout=10).stdout.strip()
