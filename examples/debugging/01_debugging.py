@@ -24,8 +24,6 @@ You will learn:
 import warnings
 
 import torch
-import triton
-import triton.language as tl
 
 from triton_guide import runtime, vector_add, vector_add_reference
 from triton_guide.debugging import (
@@ -38,6 +36,8 @@ from triton_guide.debugging import (
     trace_kernel,
 )
 from triton_guide.testing import assert_close
+import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
+import triton.language as tl  # noqa: E402
 from triton_guide.vector_add import vector_add_kernel
 
 print(runtime.describe())
