@@ -199,12 +199,13 @@ for run in coalescing:
     print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
 
 # %%
-# The gap can exceed 8x: the column walk's stores are as scattered as its loads, so the
-# writes waste sectors too. Where the measured gap is less than the 8x of wasted
-# sectors, the L2 cache is why: a
-# small matrix stays in it whole, and in a large one, programs that run at about the
-# same time read neighbouring columns, so a sector fetched for one program may still be
-# in the cache when the next one needs it. Do not count on that: make the lanes of a
+# Counting sectors predicts a gap of 8x. Where the measured gap is less, the L2 cache is
+# why: a small matrix stays in it whole, and in a large one, programs that run at about
+# the same time read neighbouring columns, so a sector fetched for one program may still
+# be in the cache when the next one needs it. Where the gap is more than 8x, as on the
+# largest matrices, counting sectors is not the whole story (the memory system may fetch
+# more than one sector per miss, and addresses a whole row apart are a poor pattern for
+# HBM as well); this page measures the gap, not its parts. Either way, make the lanes of a
 # program walk along the dimension with stride 1.
 
 # %%
