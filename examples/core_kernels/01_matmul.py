@@ -298,7 +298,7 @@ for run in results:
 # microseconds on the GPU and the time measured is mostly the host's: the Python that
 # checks the arguments and the autotuner's lookup before each launch cost more than
 # cuBLAS's whole call, and the tile sizes tried here are built for large products.
-# And two timings of the same cuBLAS product in one run differ by several percent (the
+# And two timings of the same cuBLAS product in one run differ by up to several percent (the
 # last line above): differences between our kernel and cuBLAS of that size are noise.
 
 
