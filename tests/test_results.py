@@ -384,3 +384,34 @@ def test_git_state_names_the_checkout_and_whether_it_has_local_changes(monkeypat
 def test_a_named_commit_leaves_local_changes_unknown(monkeypatch):
     monkeypatch.setenv(store.COMMIT_ENV, "0123abc")
     assert store.git_state() == ("0123abc", None)
+
+
+def _two_gpu_store(page, directory, kernels, names):
+    for gpu_name in GPUS:
+        record = synthetic_record(page, gpu_name)
+        record["benchmarks"] = [{
+            "title": "synthetic kernels", "label": "kernel", "xlabel": "kernel",
+            "unit": "GB/s", "logx": False, "x": kernels,
+            "ceiling": {"kind": "copy", "label": "synthetic copy", "value": 1500.0,
+                        "unit": "GB/s"},
+            "series": [{"label": name, "unit": "GB/s", "x": kernels,
+                        "values": [100.0 * (i + 1)] * len(kernels)}
+                       for i, name in enumerate(names)]}]
+        store.save(record, directory)
+    bench = Benchmark(page, results_dir=directory)
+    return bench.sweep("synthetic kernels", kernels, dict.fromkeys(names), None,
+                       label="kernel", unit="GB/s", ceiling="copy", logx=False)
+
+
+@pytest.mark.parametrize("kernels, tables", [
+    (["add", "mul"], 1),  # two groups of two series fit side by side
+    (["a_kernel_name_long_enough_to_widen_the_first_column_alone", "mul"], 2),
+])
+def test_a_table_too_wide_for_an_output_block_prints_one_per_gpu(page, tmp_path, capsys,
+                                                                 kernels, tables):
+    _two_gpu_store(page, tmp_path / "results", kernels, ["ours", "torch"])
+    lines = capsys.readouterr().out.splitlines()
+    headers = [line for line in lines if line.rstrip().endswith("(GB/s)")]
+    table_lines = [line for line in lines if "|" in line]
+    assert len(headers) == tables, "\n".join(lines)
+    assert max(map(len, table_lines)) <= benchmark.TABLE_WIDTH, "\n".join(lines)

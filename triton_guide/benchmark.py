@@ -58,6 +58,7 @@ import ast
 import functools
 import json
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -241,7 +242,7 @@ class Run:
     @property
     def largest(self) -> int:
         """Index of the largest x (the last, when the x values are names)."""
-        if not all(isinstance(x, (int, float)) for x in self.xs):
+        if not all(isinstance(x, numbers.Real) for x in self.xs):
             return len(self.xs) - 1
         return max(range(len(self.xs)), key=lambda i: self.xs[i])
 
@@ -387,19 +388,19 @@ TABLE_WIDTH = 88  # characters: what an output block shows at 1280 px without wr
 def _print_table(label: str, unit: str, runs: list[Run]) -> None:
     """Every x of every run: a group of columns per GPU, one column per variant; one table
     per GPU when the groups side by side would be wider than :data:`TABLE_WIDTH`."""
-    spans = [sum(max(len(name), 8) + 2 for name in run.series) + 2 for run in runs]
-    if len(runs) > 1 and 12 + sum(spans) + len(f"   ({unit})") > TABLE_WIDTH:
-        for run in runs:
-            _print_table(label, unit, [run])
-        return
     xs = list(dict.fromkeys(x for run in runs for x in run.xs))  # first seen first
-    if all(isinstance(x, (int, float)) for x in xs):
+    if all(isinstance(x, numbers.Real) for x in xs):
         xs.sort()
+    first = max(len(label), *(len(_shown(x)) for x in xs))
     groups = []
     for run in runs:
         widths = [max(len(name), 8) for name in run.series]
         groups.append((run, widths, sum(widths) + 2 * len(widths)))
-    first = max(len(label), *(len(f"{x:,}" if isinstance(x, int) else str(x)) for x in xs))
+    if len(runs) > 1 and first + sum(span + 2 for *_, span in groups) + len(
+            f"   ({unit})") > TABLE_WIDTH:
+        for run in runs:
+            _print_table(label, unit, [run])
+        return
     print(f"{'':>{first}} |" + " |".join(f"{run.gpu[:span]:>{span}}"
                                          for run, _, span in groups) + f"   ({unit})")
     print(f"{label:>{first}} |" + " |".join(
@@ -412,8 +413,12 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
             cells.append("".join(
                 f"{_number(run.series[name][i] if i is not None else math.nan):>{width + 2}}"
                 for name, width in zip(run.series, widths)))
-        shown = f"{x:,}" if isinstance(x, int) else str(x)
-        print(f"{shown:>{first}} |" + " |".join(cells))
+        print(f"{_shown(x):>{first}} |" + " |".join(cells))
+
+
+def _shown(x) -> str:
+    """An x value as a table prints it: integers with thousands separators."""
+    return f"{x:,}" if isinstance(x, numbers.Integral) else str(x)
 
 
 def _format(value: float | str, row: str) -> str:
