@@ -41,19 +41,32 @@ def test_online_matches_torch_over_many_blocks(shape, block_size, dtype, device,
 
 
 # Short rows are taken several to a program (ONE_PASS_TILE elements per program): row counts
-# that leave the last program's tile part empty, and a strided input.
+# that leave the last program's tile part empty, in three layouts the kernel reads as they
+# are (no copy): contiguous, transposed (columns far apart) and every other column.
 SHORT_ROWS = [(37, 100), (1001, 129), (2, 7, 33)]
+LAYOUTS = [(shape, layout) for shape in SHORT_ROWS for layout in ("contiguous", "every_other")]
+LAYOUTS += [(shape, "transposed") for shape in SHORT_ROWS if len(shape) == 2]
 
 
-@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
-@pytest.mark.parametrize("shape", SHORT_ROWS, ids=lambda s: "x".join(map(str, s)))
-def test_several_short_rows_per_program(shape, transposed, device, check):
+def laid_out(shape, layout, device):
+    if layout == "transposed":  # the same values, rows 1 element apart, columns far apart
+        return torch.randn(shape[::-1], device=device).t()
+    if layout == "every_other":
+        return torch.randn(*shape[:-1], 2 * shape[-1], device=device)[..., ::2]
+    return torch.randn(shape, device=device)
+
+
+@pytest.mark.parametrize("shape, layout", LAYOUTS,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_several_short_rows_per_program(shape, layout, device, check):
     block_rows = one_pass_rows(triton.next_power_of_2(shape[-1]))
     num_rows = math.prod(shape[:-1])
     assert block_rows > 1 and num_rows % block_rows != 0  # the case this test is for
-    x = torch.randn(shape, device=device)
-    if transposed:  # the same values, rows 1 element apart and columns far apart
-        x = x.transpose(0, -1).contiguous().transpose(0, -1)
+    x = laid_out(shape, layout, device)
+    rows = x.reshape(-1, shape[-1])
+    # the launcher flattens rows without a copy, so the kernel sees these strides
+    assert (x.shape, rows.data_ptr() == x.data_ptr(), rows.stride(1) != 1) == (
+        torch.Size(shape), True, layout != "contiguous")
     check("softmax(one_pass)", softmax(x, method="one_pass"), expected(x), rtol=1e-5)
 
 
