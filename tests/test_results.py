@@ -403,6 +403,7 @@ def _two_gpu_store(page, directory, kernels, names):
                        label="kernel", unit="GB/s", ceiling="copy", logx=False)
 
 
+@needs_interpreter
 @pytest.mark.parametrize("kernels, tables", [
     (["add", "mul"], 1),  # two groups of two series fit side by side
     (["a_kernel_name_long_enough_to_widen_the_first_column_alone", "mul"], 2),
