@@ -172,7 +172,10 @@ except Exception as error:
 # -----------------------------
 # ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
 # prints its own elements, one line each, tagged with the program id and the element
-# index, in whatever order the threads reach it; the text goes through the CUDA driver
+# index, in whatever order the threads reach it. A program runs ``num_warps`` x 32
+# threads (128 with the default 4 warps); a block of 4 lanes is smaller than that, so
+# several threads hold copies of one element, and each copy prints: count the repeats
+# below before you read meaning into them. The text goes through the CUDA driver
 # to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
 # catches so that it shows on this page. In the interpreter it is a Python ``print``:
 # one line per program, the whole block at once.
@@ -182,10 +185,12 @@ with capture_output() as printed:
 printed_lines = printed.text.splitlines()
 device_lines = sorted(line for line in printed_lines if "x:" in line)
 static_count = sum("compiling" in line for line in printed_lines)
+distinct = sorted(set(device_lines))
 print(f"{len(device_lines)} device_print lines for {values.numel()} elements in "
-      f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes:")
-for line in device_lines[:8]:
-    print("   ", line.strip())
+      f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes; {len(distinct)} distinct, "
+      "each printed this many times:")
+for line in distinct[:8]:
+    print(f"    {device_lines.count(line):>3} x  {line.strip()}")
 print(f"static_print lines during this launch: {static_count} "
       "(interpreter: one per program; GPU: one if it compiled now, none if cached)")
 print("sqrt:", roots.tolist())
