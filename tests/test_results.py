@@ -416,3 +416,30 @@ def test_a_table_too_wide_for_an_output_block_prints_one_per_gpu(page, tmp_path,
     table_lines = [line for line in lines if "|" in line]
     assert len(headers) == tables, "\n".join(lines)
     assert max(map(len, table_lines)) <= benchmark.TABLE_WIDTH, "\n".join(lines)
+
+
+def test_a_live_run_prints_its_table_before_the_recorded_gpus(page, store_dir, monkeypatch,
+                                                             capsys):
+    """On a GPU build the live numbers are tabled like the recordings, a group of columns
+    per GPU, the live one first (faked GPU, as above; nothing is recorded)."""
+    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
+    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
+    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
+    monkeypatch.setattr(benchmark, "measure_ceiling",
+                        lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
+    monkeypatch.setattr(store, "gpu_environment", lambda: {
+        "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
+        "cuda": None})
+    monkeypatch.delenv(store.RECORD_ENV, raising=False)
+    bench = Benchmark(page, results_dir=store_dir)
+    variants = {"triton_guide": lambda x: lambda: x / 1000, "torch": lambda x: lambda: x / 500}
+    bench.sweep(TITLE, XS, variants, lambda x, ms: x / ms, label="n", unit="GB/s",
+                ceiling="copy")
+    lines = capsys.readouterr().out.splitlines()
+    headers = [line for line in lines if line.rstrip().endswith("(GB/s)")]
+    groups = [group.strip() for header in headers
+              for group in header.removesuffix("(GB/s)").split("|")[1:]]
+    first_row = next(line for line in lines if line.startswith(f"{XS[-1]:,}".rjust(9)))
+    # a table per GPU here: three groups side by side would be wider than an output block
+    assert groups == ["Synthetic Live GPU", "Synthetic A100", "Synthetic B200"], headers
+    assert first_row.split("|")[1].split() == ["1,000.0", "500.0"], first_row

@@ -43,13 +43,6 @@ recording it says so in one line and returns an empty ``results``: ``plot`` and
 ``summary`` then do nothing and ``for run in results`` does not loop, so a page needs no
 ``if``. ``TRITON_GUIDE_TIMINGS=recorded`` makes a GPU build draw from the store too
 (the site workflow does that after ``make bench``, so nothing is timed twice).
-
-Adopting it in a page written for :func:`sweep` and :func:`plot` (which keep working, but
-neither record nor recall): replace ``print(runtime.describe())`` by the two lines above,
-``sweep(xs, variants, rate, label=...)`` by ``bench.sweep(title, xs, variants, rate,
-label=..., unit=..., ceiling=..., xlabel=...)``, ``plot(...)`` by ``results.plot()``, and
-compute printed numbers inside ``for run in results:``. Then ``make bench PAGE=<key>`` on a
-GPU records it.
 """
 
 from __future__ import annotations
@@ -67,7 +60,7 @@ from pathlib import Path
 import triton
 
 from . import results as store
-from .runtime import describe, interpreting, timings_meaningful
+from .runtime import interpreting, timings_meaningful
 
 NO_TIMINGS = (
     "Timings need a GPU: under the Triton interpreter a kernel's run time measures numpy on "
@@ -93,63 +86,6 @@ def gb_per_s(num_bytes: float, ms: float) -> float:
 
 def tflop_per_s(num_flops: float, ms: float) -> float:
     return num_flops / ms * 1e-9
-
-
-def sweep(
-    xs: Sequence,
-    variants: dict[str, Callable[[object], Callable[[], object]]],
-    rate: Callable[[object, float], float],
-    *,
-    label: str = "x",
-) -> dict[str, list[float]] | None:
-    """Time every variant at every x and convert each time to a rate.
-
-    ``variants`` maps a name to a function that, given x, prepares inputs and returns the
-    callable to time. ``rate(x, ms)`` turns a time into GB/s or TFLOP/s. Prints one line per
-    x as it goes. Returns ``{name: [rate per x]}``, or ``None`` (after printing why) under the
-    interpreter.
-    """
-    if not timings_meaningful():
-        print(NO_TIMINGS)
-        return None
-    results: dict[str, list[float]] = {name: [] for name in variants}
-    for x in xs:
-        for name, prepare in variants.items():
-            results[name].append(rate(x, median_ms(prepare(x))))
-        _print_row(label, x, {name: values[-1] for name, values in results.items()})
-    return results
-
-
-def _print_row(label: str, x, values: dict[str, float]) -> None:
-    cells = "   ".join(f"{name} {_number(value):>8}" for name, value in values.items())
-    print(f"{label}={x}: {cells}", flush=True)
-
-
-def plot(
-    xs: Sequence,
-    results: dict[str, list[float]],
-    *,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    logx: bool = True,
-):
-    """Draw one line per variant; the subtitle names the GPU and the software versions."""
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4.2))
-    for name, values in results.items():
-        axes.plot(xs, values, marker="o", label=name)
-    if logx:
-        axes.set_xscale("log", base=2)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.set_ylim(bottom=0)
-    axes.grid(True, alpha=0.3)
-    axes.legend()
-    axes.set_title(f"{title}\n{describe()}", fontsize=10)
-    figure.tight_layout()
-    return figure
 
 
 # -- ceilings ------------------------------------------------------------------------------
@@ -530,8 +466,9 @@ class Benchmark:
     ) -> Results:
         """Time every variant at every x on this GPU (live), or recall the recordings.
 
-        ``title`` names the benchmark on the page and in the store; ``variants`` and
-        ``rate`` are as for :func:`sweep`; ``unit`` is the rate's unit (``"GB/s"`` or
+        ``title`` names the benchmark on the page and in the store. ``variants`` maps a
+        name to a function that, given x, prepares inputs and returns the callable to time;
+        ``rate(x, ms)`` turns a median time into the rate; ``unit`` is its unit (``"GB/s"`` or
         ``"TFLOP/s"``) and ``ceiling`` the roof measured beside it (``"copy"``,
         ``"gemm_fp16"``, ``"gemm_bf16"``), which must share that unit.
         """
@@ -585,10 +522,9 @@ class Benchmark:
                                       xlabel, logx))
         recalled = [self._recalled(record, title, xs, variants, ceiling)
                     for record in self.recordings]
-        recalled = [run for run in recalled if run is not None]
-        if recalled:
-            _print_table(label, unit, recalled)
-        runs += recalled
+        runs += [run for run in recalled if run is not None]
+        if runs:  # one table: a group of columns per GPU, the live one first
+            _print_table(label, unit, runs)
         if not runs:
             print(f"{title}: no GPU timings recorded yet (on a GPU, `make bench "
                   f"PAGE={self.key}` records them); interpreter timings are never shown.")
@@ -603,7 +539,6 @@ class Benchmark:
         for x in xs:
             for variant, prepare in variants.items():
                 series[variant].append(value(x, prepare))
-            _print_row(label, x, {variant: values[-1] for variant, values in series.items()})
         if self.recording:
             self._save({
                 "title": title, "label": label, "xlabel": xlabel, "unit": unit, "logx": logx,
