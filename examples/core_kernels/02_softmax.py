@@ -220,6 +220,25 @@ for run in results:
         fused = run["fused (one pass)"][i]
         print(f"{run.gpu}, 4096 x {n}: fused {fused / run['torch.softmax'][i]:.2f}x "
               f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
+    shortest = run.xs.index(min(run.xs))
+    nbytes = 2 * 4096 * run.xs[shortest] * 4
+    per_call = {name: nbytes / run[name][shortest] / 1e3
+                for name in ("fused (one pass)", "torch.softmax")}
+    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): "
+          + ", ".join(f"{name} {us:.1f} us" for name, us in per_call.items())
+          + f" per call; at the copy ceiling the bytes need "
+            f"{nbytes / run.ceiling.value / 1e3:.1f} us")
+
+# %%
+# Read the left end of the plot with care. A call on 128-wide rows moves a few megabytes,
+# which the GPU streams in a microsecond or two, and before its kernel is queued every
+# call of ``softmax`` runs Python on the host (the argument checks, then Triton's launcher
+# binding and specialising the arguments), where ``torch.softmax`` runs C++. Where a
+# call's time printed above is many times what the bytes need, that host work is what
+# was timed, not the kernel. How much of it shows depends on the host (its CPU, and what
+# else its Python process is doing: a page timed inside a site build has shown several
+# times the per-call time of the same page run as a script), so two builds can disagree
+# at this end while they agree on long rows.
 
 # %%
 # Takeaways
