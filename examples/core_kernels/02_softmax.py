@@ -235,10 +235,10 @@ for run in results:
 # call of ``softmax`` runs Python on the host (the argument checks, then Triton's launcher
 # binding and specialising the arguments), where ``torch.softmax`` runs C++. Where a
 # call's time printed above is many times what the bytes need, that host work is what
-# was timed, not the kernel. How much of it shows depends on the host (its CPU, and what
-# else its Python process is doing: a page timed inside a site build has shown several
-# times the per-call time of the same page run as a script), so two builds can disagree
-# at this end while they agree on long rows.
+# was timed, not the kernel. How much of it shows depends on the host and changes from
+# run to run (on one kind of machine, the per-call times this cell prints for 128-wide
+# rows have differed several-fold between runs), so two builds can disagree at this end
+# while they agree on long rows.
 
 # %%
 # Takeaways
