@@ -129,9 +129,10 @@ else:
         "print('solve returned; c[:4] =', c[:4].tolist(), flush=True)\n",
         env={"TRITON_INTERPRET": "1"},
     )
-    segfault = " (signal 11, segmentation fault)" if gpu_in_interpreter.returncode == -11 else ""
+    code = gpu_in_interpreter.returncode
+    segfault = " (signal 11, segmentation fault)" if code == -11 else ""
     print(f"TRITON_INTERPRET=1, solve(a.data_ptr(), ...) on GPU tensors: return code "
-          f"{gpu_in_interpreter.returncode}{segfault}")
+          f"{code}{segfault}")
     last_lines = [line for line in gpu_in_interpreter.output.splitlines() if line.strip()][-2:]
     print("its last output lines:", last_lines if last_lines else "none")
 

@@ -224,8 +224,8 @@ for run in results:
     nbytes = 2 * 4096 * run.xs[shortest] * 4
     per_call = {name: nbytes / run[name][shortest] / 1e3
                 for name in ("fused (one pass)", "torch.softmax")}
-    at_copy = (f"; at the copy ceiling the bytes need {nbytes / run.ceiling.value / 1e3:.1f} us"
-               if run.ceiling else "")
+    at_copy = (f"; at the copy ceiling the bytes need "
+               f"{nbytes / run.ceiling.value / 1e3:.1f} us" if run.ceiling else "")
     print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): "
           + ", ".join(f"{name} {us:.1f} us" for name, us in per_call.items())
           + f" per call{at_copy}")
