@@ -133,8 +133,8 @@ else:
     segfault = " (signal 11, segmentation fault)" if code == -11 else ""
     print(f"TRITON_INTERPRET=1, solve(a.data_ptr(), ...) on GPU tensors: return code "
           f"{code}{segfault}")
-    last_lines = [line for line in gpu_in_interpreter.output.splitlines() if line.strip()][-2:]
-    print("its last output lines:", last_lines if last_lines else "none")
+    lines = [line for line in gpu_in_interpreter.output.splitlines() if line.strip()]
+    print("its last output lines:", lines[-2:] if lines else "none")
 
 # %%
 # * A small integer is not even accepted as a pointer: Triton passes an integer below
