@@ -1,3 +1,4 @@
+import importlib
 import math
 
 import pytest
@@ -41,33 +42,55 @@ def test_online_matches_torch_over_many_blocks(shape, block_size, dtype, device,
 
 
 # Short rows are taken several to a program (ONE_PASS_TILE elements per program): row counts
-# that leave the last program's tile part empty, in three layouts the kernel reads as they
-# are (no copy): contiguous, transposed (columns far apart) and every other column.
+# that leave the last program's tile part empty, in layouts the kernel reads as they are
+# (contiguous, every other column, transposed: columns far apart) and one the launcher must
+# copy first (a 3-D tensor with its dimensions reversed: its rows are not evenly spaced).
 SHORT_ROWS = [(37, 100), (1001, 129), (2, 7, 33)]
 LAYOUTS = [(shape, layout) for shape in SHORT_ROWS for layout in ("contiguous", "every_other")]
 LAYOUTS += [(shape, "transposed") for shape in SHORT_ROWS if len(shape) == 2]
+LAYOUTS += [(shape, "reversed_dims") for shape in SHORT_ROWS if len(shape) == 3]
 
 
 def laid_out(shape, layout, device):
-    if layout == "transposed":  # the same values, rows 1 element apart, columns far apart
-        return torch.randn(shape[::-1], device=device).t()
+    """A tensor of ``shape`` in ``layout``, and the column stride the kernel should see."""
+    if layout == "transposed":
+        return torch.randn(shape[::-1], device=device).t(), shape[0]
     if layout == "every_other":
-        return torch.randn(*shape[:-1], 2 * shape[-1], device=device)[..., ::2]
-    return torch.randn(shape, device=device)
+        return torch.randn(*shape[:-1], 2 * shape[-1], device=device)[..., ::2], 2
+    if layout == "reversed_dims":  # reshape(-1, n) cannot view it: the launcher copies
+        return torch.randn(shape[::-1], device=device).permute(2, 1, 0), 1
+    return torch.randn(shape, device=device), 1
+
+
+class KernelSpy:
+    """Stands in for a kernel: records the arguments of each launch, then launches."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(args)
+            return self.kernel[grid](*args, **kwargs)
+        return launch
 
 
 @pytest.mark.parametrize("shape, layout", LAYOUTS,
                          ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
-def test_several_short_rows_per_program(shape, layout, device, check):
+def test_several_short_rows_per_program(shape, layout, device, check, monkeypatch):
     block_rows = one_pass_rows(triton.next_power_of_2(shape[-1]))
     num_rows = math.prod(shape[:-1])
     assert block_rows > 1 and num_rows % block_rows != 0  # the case this test is for
-    x = laid_out(shape, layout, device)
-    rows = x.reshape(-1, shape[-1])
-    # the launcher flattens rows without a copy, so the kernel sees these strides
-    assert (x.shape, rows.data_ptr() == x.data_ptr(), rows.stride(1) != 1) == (
-        torch.Size(shape), True, layout != "contiguous")
-    check("softmax(one_pass)", softmax(x, method="one_pass"), expected(x), rtol=1e-5)
+    x, column_stride = laid_out(shape, layout, device)
+    module = importlib.import_module("triton_guide.softmax")
+    spy = KernelSpy(module.softmax_kernel)
+    monkeypatch.setattr(module, "softmax_kernel", spy)
+    out = softmax(x, method="one_pass")
+    ((rows, _, _, seen_column_stride, *_),) = spy.launches
+    # what the kernel read: x itself, at its own strides, unless the layout forces a copy
+    assert (x.shape, rows.data_ptr() == x.data_ptr(), seen_column_stride) == (
+        torch.Size(shape), layout != "reversed_dims", column_stride)
+    check("softmax(one_pass)", out, expected(x), rtol=1e-5)
 
 
 def test_auto_takes_online_path_for_rows_wider_than_a_block(device, check):
