@@ -13,11 +13,12 @@ ceiling measured in the same run.
 
 **Kernel source of a page**, defined once here: the modules of ``triton_guide`` that the
 page imports, plus the package modules those import in turn, leaving out the shared
-machinery (:data:`MACHINERY`), which does not change what a kernel computes or how its
-device code runs. The hash covers their text; when it differs from the recorded one, the
-recording predates a kernel change. A change to the machinery's host-side code (argument
-checks in ``validation``, the op registrations in ``library``) can still move timings where
-the host bounds them, at the smallest sizes; the hash does not flag that.
+machinery (:data:`MACHINERY`), which does not change what a kernel computes. The hash
+covers their text; when it differs from the recorded one, the recording predates a kernel
+change. The machinery can still move timings without the hash flagging it: its host-side
+code (argument checks in ``validation``, the op registrations in ``library``) where the host
+bounds a call, at the smallest sizes, and ``validation``'s choice between 32- and 64-bit
+offsets, which picks the kernel's ``INT64_OFFSETS`` variant.
 
 Writing happens only from a live GPU run (see :class:`triton_guide.benchmark.Benchmark`);
 this module never times anything.
