@@ -327,7 +327,7 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
     xs = list(dict.fromkeys(x for run in runs for x in run.xs))  # first seen first
     if all(isinstance(x, numbers.Real) for x in xs):
         xs.sort()
-    first = max(len(label), *(len(_shown(x)) for x in xs))
+    first = max([len(label), *(len(_shown(x)) for x in xs)])
     groups = []
     for run in runs:
         widths = [max(len(name), 8) for name in run.series]
