@@ -222,24 +222,23 @@ for run in results:
               f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
     shortest = run.xs.index(min(run.xs))
     nbytes = 2 * 4096 * run.xs[shortest] * 4
-    per_call = {name: nbytes / run[name][shortest] / 1e3
-                for name in ("fused (one pass)", "torch.softmax")}
+    ours, theirs = (nbytes / run[name][shortest] / 1e3
+                    for name in ("fused (one pass)", "torch.softmax"))
     at_copy = (f"; at the copy ceiling the bytes need "
                f"{nbytes / run.ceiling.value / 1e3:.1f} us" if run.ceiling else "")
-    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): "
-          + ", ".join(f"{name} {us:.1f} us" for name, us in per_call.items())
-          + f" per call{at_copy}")
+    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): fused "
+          f"{ours:.1f} us per call, torch.softmax {theirs:.1f} us ({ours / theirs:.1f}x)"
+          f"{at_copy}")
 
 # %%
 # Read the left end of the plot with care. A call on 128-wide rows moves a few megabytes,
-# which the GPU streams in a microsecond or two, and before its kernel is queued every
-# call of ``softmax`` runs Python on the host (the argument checks, then Triton's launcher
-# binding and specialising the arguments), where ``torch.softmax`` runs C++. Where a
-# call's time printed above is many times what the bytes need, that host work is what
-# was timed, not the kernel. How much of it shows depends on the host and changes from
-# run to run (on one kind of machine, the per-call times this cell prints for 128-wide
-# rows have differed several-fold between runs), so two builds can disagree at this end
-# while they agree on long rows.
+# and both times per call above are several times what those bytes need: at this size a
+# call costs mostly what every launch costs, torch's included. Ours pays more before its
+# kernel is queued: Python on the host (the argument checks, then Triton's launcher
+# binding and specialising the arguments) where ``torch.softmax`` runs C++. Where our
+# time per call there is well above torch's, that host work is what was timed, not the
+# kernel; how much of it shows depends on the host, so builds on different machines can
+# disagree at this end while they agree on long rows.
 
 # %%
 # Takeaways

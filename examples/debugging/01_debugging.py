@@ -172,10 +172,10 @@ except Exception as error:
 # -----------------------------
 # ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
 # prints its own elements, one line each, tagged with the program id and the element
-# index, in whatever order the threads reach it. A program runs ``num_warps`` x 32
-# threads (128 with the default 4 warps); a block of 4 lanes is smaller than that, so
-# several threads hold copies of one element, and each copy prints: count the repeats
-# below before you read meaning into them. The text goes through the CUDA driver
+# index, in whatever order the threads reach it. A program runs ``num_warps`` warps of
+# 32 threads; a block of 4 lanes is smaller than that, so several threads hold copies of
+# one element, and each copy prints: count the repeats below before you read meaning into
+# them. The text goes through the CUDA driver
 # to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
 # catches so that it shows on this page. In the interpreter it is a Python ``print``:
 # one line per program, the whole block at once.
