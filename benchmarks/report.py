@@ -27,8 +27,8 @@ from triton_guide.benchmark import (  # noqa: E402
     gb_per_s, measure_ceiling, median_ms, tflop_per_s)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-# rows x columns: 128-wide to 256k-wide rows, 4-256 MiB of fp32 each (the smallest fit in L2
-# and time the launcher as much as the kernel; from 16 MiB up they fill the chip).
+# rows x columns: 128-wide to 256k-wide rows, 4-256 MiB of fp32 each. Up to 32 MiB they fit
+# in an H100's 50 MiB L2, and the smallest time the launcher as much as the kernel.
 SOFTMAX_SHAPES = [(32768, 128), (16384, 256), (4096, 256), (4096, 512), (4096, 1024),
                   (4096, 2048), (4096, 4096), (4096, 8192), (4096, 16384), (2048, 32768),
                   (1024, 65536), (256, 262144)]
