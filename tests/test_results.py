@@ -275,22 +275,37 @@ def test_record_script_refuses_without_a_gpu():
     assert (done.returncode, "needs a CUDA GPU" in done.stderr) == (2, True)
 
 
-def test_a_live_run_writes_what_it_measured(page, tmp_path, monkeypatch):
-    """The GPU code path, with the GPU faked: the timer, the ceiling and the GPU's identity
-    are replaced by SYNTHETIC stand-ins; the store is a temporary folder."""
+def fake_live_gpu(monkeypatch) -> None:
+    """The GPU code path with the GPU faked: its identity is a SYNTHETIC stand-in."""
     monkeypatch.setattr(benchmark, "interpreting", lambda: False)
     monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
-    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
-    monkeypatch.setattr(benchmark, "measure_ceiling",
-                        lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
     monkeypatch.setattr(store, "gpu_environment", lambda: {
         "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
         "cuda": None})
+
+
+def fake_timed_gpu(monkeypatch) -> None:
+    """:func:`fake_live_gpu` with the timer and the ceiling faked too: a variant's callable
+    returns its own time in ms, and the copy ceiling is 999 GB/s."""
+    fake_live_gpu(monkeypatch)
+    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
+    monkeypatch.setattr(benchmark, "measure_ceiling",
+                        lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
+
+
+# Timed under fake_timed_gpu: x / 1000 and x / 500 ms, so x / ms gives 1000 and 500 GB/s.
+TIMED_VARIANTS = {"triton_guide": lambda x: lambda: x / 1000,
+                  "torch": lambda x: lambda: x / 500}
+
+
+def test_a_live_run_writes_what_it_measured(page, tmp_path, monkeypatch):
+    """The GPU code path with the GPU faked (:func:`fake_timed_gpu`); the store is a
+    temporary folder."""
+    fake_timed_gpu(monkeypatch)
     monkeypatch.setenv(store.RECORD_ENV, "1")
     directory = tmp_path / "results"
     bench = Benchmark(page, results_dir=directory)
-    variants = {"triton_guide": lambda x: lambda: x / 1000, "torch": lambda x: lambda: x / 500}
-    bench.sweep(TITLE, XS, variants, lambda x, ms: x / ms, label="n", unit="GB/s",
+    bench.sweep(TITLE, XS, TIMED_VARIANTS, lambda x, ms: x / ms, label="n", unit="GB/s",
                 ceiling="copy")
     (written,) = store.load("synthetic_add", directory)
     entry = written["benchmarks"][0]
@@ -303,15 +318,6 @@ def test_unit_and_ceiling_must_agree(page, tmp_path):
     bench = Benchmark(page, results_dir=tmp_path)
     with pytest.raises(ValueError, match="unit='GB/s' does not match ceiling='gemm_fp16'"):
         bench.sweep(TITLE, XS, {}, None, unit="GB/s", ceiling="gemm_fp16")
-
-
-def fake_live_gpu(monkeypatch) -> None:
-    """The GPU code path with the GPU faked (SYNTHETIC stand-ins, as above)."""
-    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
-    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
-    monkeypatch.setattr(store, "gpu_environment", lambda: {
-        "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
-        "cuda": None})
 
 
 def test_measure_records_each_value_once_with_no_ceiling(page, tmp_path, monkeypatch):
@@ -421,19 +427,11 @@ def test_a_table_too_wide_for_an_output_block_prints_one_per_gpu(page, tmp_path,
 def test_a_live_run_prints_its_table_before_the_recorded_gpus(page, store_dir, monkeypatch,
                                                              capsys):
     """On a GPU build the live numbers are tabled like the recordings, a group of columns
-    per GPU, the live one first (faked GPU, as above; nothing is recorded)."""
-    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
-    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
-    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
-    monkeypatch.setattr(benchmark, "measure_ceiling",
-                        lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
-    monkeypatch.setattr(store, "gpu_environment", lambda: {
-        "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
-        "cuda": None})
+    per GPU, the live one first (:func:`fake_timed_gpu`; nothing is recorded)."""
+    fake_timed_gpu(monkeypatch)
     monkeypatch.delenv(store.RECORD_ENV, raising=False)
     bench = Benchmark(page, results_dir=store_dir)
-    variants = {"triton_guide": lambda x: lambda: x / 1000, "torch": lambda x: lambda: x / 500}
-    bench.sweep(TITLE, XS, variants, lambda x, ms: x / ms, label="n", unit="GB/s",
+    bench.sweep(TITLE, XS, TIMED_VARIANTS, lambda x, ms: x / ms, label="n", unit="GB/s",
                 ceiling="copy")
     lines = capsys.readouterr().out.splitlines()
     headers = [line for line in lines if line.rstrip().endswith("(GB/s)")]
