@@ -1,5 +1,7 @@
 """Host time per call of each launcher on small inputs, where the kernel takes a few
-microseconds: the wall time of many back-to-back calls, then a cProfile of the slowest.
+microseconds: the wall time of many back-to-back calls, through Triton's own launch path
+(``kernel[grid]``) and through the cached launch (``triton_guide.launch``), next to the
+torch call; then a cProfile of the slowest with the cached launch.
 
     python benchmarks/launch_overhead.py      (CUDA GPU)
 """
@@ -17,6 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
+from triton_guide import launch  # noqa: E402
 
 
 def host_us(fn, calls=2000):
@@ -44,15 +47,19 @@ def main():
         "v + v": lambda: v + v,
         "attention 1x2x128x64": lambda: tg.attention(q, q, q),
     }
+    print(f"{'host time per call (us)':<24} {'triton path':>12} {'cached':>8}")
     for name, fn in calls.items():
-        print(f"{name:<24} {host_us(fn):8.1f} us of host time per call", flush=True)
+        launch.enabled = False
+        slow = host_us(fn)
+        launch.enabled = True
+        print(f"{name:<24} {slow:12.1f} {host_us(fn):8.1f}", flush=True)
     for name in ("softmax 4096x512 fp16", "matmul 512^3 fp16"):
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(500):
             calls[name]()
         profile.disable()
-        print(f"\n--- {name}: 500 calls, by own time")
+        print(f"\n--- {name}: 500 calls with the cached launch, by own time")
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
 
 

@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
+from .launch import fast_launch
 from .library import refuse_double_backward, through_operator
 from .validation import (
     check_bool,
@@ -440,7 +441,7 @@ def attention_forward(
     def grid(meta):
         return (triton.cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    attention_forward_kernel[grid](
+    fast_launch(attention_forward_kernel)[grid](
         q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
         heads, seq_len, sm_scale,
         HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), CAUSAL=causal,
@@ -460,7 +461,8 @@ def attention_backward(
     delta = torch.empty_like(lse)
     int64_offsets = needs_int64_offsets(q, k, v, out, grad_out, lse)
     preprocess_block = 64 if not interpreting() else 16
-    attention_backward_preprocess_kernel[(triton.cdiv(seq_len, preprocess_block), batch * heads)](
+    preprocess_grid = (triton.cdiv(seq_len, preprocess_block), batch * heads)
+    fast_launch(attention_backward_preprocess_kernel)[preprocess_grid](
         out, grad_out, delta, seq_len, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
         INT64_OFFSETS=int64_offsets,
     )
@@ -472,7 +474,7 @@ def attention_backward(
     def dkdv_grid(meta):
         return (triton.cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
 
-    attention_backward_dkdv_kernel[dkdv_grid](
+    fast_launch(attention_backward_dkdv_kernel)[dkdv_grid](
         q, k, v, grad_out, lse, delta, dk, dv, *common, *_strides(dk),
         heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
         INT64_OFFSETS=int64_offsets,
@@ -481,7 +483,7 @@ def attention_backward(
     def dq_grid(meta):
         return (triton.cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    attention_backward_dq_kernel[dq_grid](
+    fast_launch(attention_backward_dq_kernel)[dq_grid](
         q, k, v, grad_out, lse, delta, dq, *common, *_strides(dq),
         heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
         INT64_OFFSETS=int64_offsets,

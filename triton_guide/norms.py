@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import fast_launch
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -182,7 +183,7 @@ def norm_forward(
                        device=x_rows.device)
     rstd = torch.empty(num_rows, dtype=torch.float32, device=x_rows.device)
     block = triton.next_power_of_2(num_cols)
-    norm_forward_kernel[(num_rows,)](
+    fast_launch(norm_forward_kernel)[(num_rows,)](
         x_rows, y, weight, weight if bias is None else bias, mean, rstd,
         x_rows.stride(0), y.stride(0), num_cols, eps,
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=bias is not None, BLOCK_SIZE=block,
@@ -207,7 +208,7 @@ def norm_backward(
     partial_bias = torch.empty(partial_shape if has_bias else (1,), dtype=torch.float32,
                                device=x_rows.device)
     block = triton.next_power_of_2(num_cols)
-    norm_backward_kernel[(num_partials,)](
+    fast_launch(norm_backward_kernel)[(num_partials,)](
         x_rows, grad_y, grad_x, weight, mean, rstd, partial_weight, partial_bias,
         x_rows.stride(0), grad_y.stride(0), grad_x.stride(0),
         num_rows, num_cols, rows_per_program,
@@ -216,13 +217,13 @@ def norm_backward(
     )
     sum_grid = (triton.cdiv(num_cols, PARTIAL_SUM_BLOCK),)
     grad_weight = torch.empty_like(weight)
-    sum_partials_kernel[sum_grid](partial_weight, grad_weight, num_partials, num_cols,
-                                  BLOCK_SIZE=PARTIAL_SUM_BLOCK)
+    fast_launch(sum_partials_kernel)[sum_grid](partial_weight, grad_weight, num_partials,
+                                               num_cols, BLOCK_SIZE=PARTIAL_SUM_BLOCK)
     grad_bias = None
     if has_bias:
         grad_bias = torch.empty_like(weight)
-        sum_partials_kernel[sum_grid](partial_bias, grad_bias, num_partials, num_cols,
-                                      BLOCK_SIZE=PARTIAL_SUM_BLOCK)
+        fast_launch(sum_partials_kernel)[sum_grid](partial_bias, grad_bias, num_partials,
+                                                   num_cols, BLOCK_SIZE=PARTIAL_SUM_BLOCK)
     return grad_x, grad_weight, grad_bias
 
 

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import fast_launch
 from .library import refuse_double_backward, through_operator
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
@@ -238,13 +239,13 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     strides = (rows.stride(0), rows.stride(1), out_rows.stride(0))
     if method == "one_pass":
         block_rows = one_pass_rows(block_size)
-        softmax_kernel[(triton.cdiv(num_rows, block_rows),)](
+        fast_launch(softmax_kernel)[(triton.cdiv(num_rows, block_rows),)](
             rows, out_rows, *strides, num_rows, num_cols, BLOCK_ROWS=block_rows,
             BLOCK_SIZE=block_size, num_warps=_num_warps(block_rows * block_size),
             INT64_OFFSETS=int64_offsets,
         )
     else:
-        softmax_online_kernel[(num_rows,)](
+        fast_launch(softmax_online_kernel)[(num_rows,)](
             rows, out_rows, *strides, num_cols, BLOCK_SIZE=block_size,
             num_warps=_num_warps(block_size), INT64_OFFSETS=int64_offsets,
         )
@@ -262,7 +263,7 @@ def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     grad_out_rows = grad_out.reshape(-1, num_cols)
     grad_in = torch.empty(out.shape, dtype=out.dtype, device=out.device)
     block_size = min(triton.next_power_of_2(num_cols), ONLINE_BLOCK)
-    softmax_backward_kernel[(out_rows.shape[0],)](
+    fast_launch(softmax_backward_kernel)[(out_rows.shape[0],)](
         out_rows, grad_out_rows, grad_in, out_rows.stride(0),
         grad_out_rows.stride(0), grad_out_rows.stride(1), num_cols,
         BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),

@@ -1,0 +1,137 @@
+"""Launching a kernel that is already compiled, without Triton's per-call bookkeeping.
+
+``kernel[grid](*args)`` runs a fair amount of Python on every call before the GPU sees
+anything: it binds the arguments to the kernel's signature, works out how each one
+specialises the compiled code (its dtype, whether a pointer or an integer is a multiple of
+16, whether an integer equals 1), turns that into a cache key, looks the compiled kernel
+up, builds launch metadata for profiling hooks and, under ``triton.autotune``, looks up the
+chosen configuration first. On an H100 host that came to 40-150 us per call
+(``benchmarks/launch_overhead.py``), while a small softmax or a 512^3 matmul runs for a
+few microseconds: the GPU waits for Python.
+
+``fast_launch(kernel)[grid](*args)`` launches exactly what ``kernel[grid](*args)`` would.
+The first call for each *specialisation* goes through Triton (which compiles, or autotunes,
+as usual) and keeps the compiled kernel it returns. The key it is kept under is built from
+cheap checks that separate at least every case Triton's own specialisation separates
+(:func:`argument_key`; ``tests/test_launch.py`` checks that against Triton's code), plus
+the values of the constexpr keywords and of the autotuner's key. Later calls with the same
+key hand the arguments straight to the compiled kernel's launcher.
+
+It steps aside, so that every call takes Triton's own path, under the interpreter, when
+launch hooks are installed (a profiler), for argument types it does not key (numpy
+scalars, tensor descriptors), and for autotuned kernels with pre-hooks.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from triton import knobs
+from triton.runtime import Autotuner, JITFunction, driver
+
+from .runtime import interpreting
+
+# TRITON_GUIDE_FAST_LAUNCH=0 makes every launch take Triton's own path (to compare, or to
+# rule this module out when something looks wrong).
+enabled = os.environ.get("TRITON_GUIDE_FAST_LAUNCH", "1") != "0"
+
+
+class _Unkeyed(Exception):
+    """An argument whose specialisation :func:`argument_key` does not know."""
+
+
+def argument_key(arg: object) -> object:
+    """What a runtime (non-constexpr) argument contributes to the launch key.
+
+    Triton compiles a separate kernel for: each pointer dtype, pointers that are or are not
+    16-byte aligned, integers that fit int32 / int64 / only uint64, integers that are or are
+    not multiples of 16, and integers equal to 1 (folded in as constants). Floats, bools and
+    ``None`` are specialised by type only.
+    """
+    kind = type(arg)
+    if kind is int:
+        return (arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg < 2**63)
+    if isinstance(arg, torch.Tensor):
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if kind is float or kind is bool or arg is None:
+        return kind
+    raise _Unkeyed(kind)
+
+
+def _hooks_idle() -> bool:
+    """True when no launch hook (a profiler's) is installed, so none needs calling."""
+    runtime = knobs.runtime
+    return all(hook is None or not getattr(hook, "calls", True)
+               for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook))
+
+
+class FastLauncher:
+    """``kernel[grid](...)``, remembering the compiled kernel per launch key."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.tuned = isinstance(kernel, Autotuner)
+        jit_function = kernel.fn if self.tuned else kernel
+        self.arg_names = jit_function.arg_names
+        self.defaults = {p.name: p.default for p in jit_function.params if p.has_default}
+        # The autotuner picks a configuration per value of its key arguments.
+        self.tuning_positions = ([self.arg_names.index(name) for name in kernel.keys]
+                                 if self.tuned else [])
+        # launch key -> (compiled kernel, the values of the parameters after the positional ones)
+        self.compiled: dict[tuple, tuple] = {}
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
+
+    def launch(self, grid, args: tuple, kwargs: dict):
+        active = driver.active
+        device = active.get_current_device()
+        try:
+            key = (device, knobs.runtime.debug, tuple(map(argument_key, args)),
+                   tuple(kwargs.items()),
+                   tuple(args[i] for i in self.tuning_positions if i < len(args)))
+        except _Unkeyed:
+            return self.kernel[grid](*args, **kwargs)
+        entry = self.compiled.get(key)
+        if entry is None or not _hooks_idle():
+            self._launch_through_triton(key, grid, args, kwargs)
+            return
+        compiled, tail = entry
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, (*args, *tail))))
+        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+                     active.get_current_stream(device), compiled.function,
+                     compiled.packed_metadata, None, None, None, *args, *tail)
+
+    def _launch_through_triton(self, key, grid, args, kwargs) -> None:
+        compiled = self.kernel[grid](*args, **kwargs)
+        if hasattr(compiled, "result"):  # a compilation still running in the background
+            compiled = compiled.result()
+        config = {}
+        if self.tuned:
+            best = self.kernel.best_config
+            if best.pre_hook is not None or getattr(self.kernel, "user_defined_pre_hook", True):
+                return  # the hook must run on every launch: never take the short path
+            config = best.all_kwargs()
+        values = {**self.defaults, **{n: v for n, v in config.items() if n in self.arg_names},
+                  **kwargs}
+        tail = tuple(values[name] for name in self.arg_names[len(args):])
+        self.compiled[key] = (compiled, tail)
+
+
+def fast_launch(kernel):
+    """``fast_launch(kernel)[grid](*args, **constexprs)``: launch like ``kernel[grid]``, with
+    the compiled kernel remembered per specialisation (see the module docstring).
+
+    Under the interpreter, when disabled, or for anything that is not a ``triton.jit``
+    function or autotuner (a test's stand-in), returns ``kernel`` itself.
+    """
+    if interpreting() or not enabled:
+        return kernel
+    launcher = getattr(kernel, "_triton_guide_launcher", None)
+    if launcher is None:
+        if not isinstance(kernel, (JITFunction, Autotuner)):
+            return kernel
+        launcher = kernel._triton_guide_launcher = FastLauncher(kernel)
+    return launcher
