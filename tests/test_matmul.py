@@ -80,3 +80,52 @@ def test_rejects_wrong_device(wrong_device, device):
 def test_rejects_empty(device):
     with pytest.raises(ValueError, match="a is empty"):
         matmul(torch.ones(0, 2, device=device), torch.ones(2, 2, device=device))
+
+
+# Row lengths that are multiples of 8, 4, 2 and 1 but not 16: the launcher tells the kernel
+# each one's alignment (A_ALIGN, B_ALIGN), and a wrong claim would read the wrong elements.
+ALIGNMENT_SHAPES = runtime.pick(
+    interpreter=[(24, 40, 72), (20, 36, 100), (18, 34, 66)],
+    gpu=[(1000, 1000, 1000), (2000, 3000, 1000), (200, 300, 1004), (129, 258, 130),
+         (24, 40, 72), (64, 4104, 4100)],
+)
+
+
+@pytest.mark.parametrize("shape", ALIGNMENT_SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned_base", "base_off_by_one"])
+def test_rows_aligned_to_less_than_16(shape, offset, device, check):
+    m, n, k = shape
+    dtype = torch.float16
+    a = torch.randn(m * k + offset, device=device, dtype=dtype)[offset:].view(m, k)
+    b = torch.randn(k * n + offset, device=device, dtype=dtype)[offset:].view(k, n)
+    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+
+
+def test_alignment_is_the_largest_power_of_two_dividing_all():
+    from triton_guide.matmul import alignment
+
+    assert [alignment(v) for v in (1000, 4096, 4093, 6, 12, 0)] == [8, 16, 1, 2, 4, 16]
+    assert alignment(1000, 36) == 4 and alignment(64, 96, 80) == 16
+
+
+def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
+    import importlib
+
+    import triton
+
+    module = importlib.import_module("triton_guide.matmul")
+    monkeypatch.setattr(module.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(module.torch.cuda, "get_device_properties",
+                        lambda device: type("Props", (), {"multi_processor_count": 132}))
+    configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": 64,
+                              "GROUP_SIZE_M": 8}) for m, n in
+               [(128, 256), (128, 128), (64, 64), (16, 64)]]
+
+    def kept(m, n):
+        pruned = module.prune_configs(configs, {"M": m, "N": n, "K": 4096})
+        return [(c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_N"]) for c in pruned]
+
+    assert kept(1, 4096) == [(16, 64)]  # decode: only 16-row tiles
+    assert kept(1024, 1024) == [(128, 256), (128, 128), (64, 64), (16, 64)]  # 64 large tiles
+    assert kept(8192, 8192) == [(128, 256), (128, 128)]  # 4096 large tiles: large only
+    assert kept(64, 64) == [(64, 64), (16, 64)]

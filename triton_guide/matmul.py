@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
+from .launch import fast_launch
 from .library import through_operator
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
@@ -27,23 +28,52 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int) -> trit
     return triton.Config(meta, num_stages=stages, num_warps=warps)
 
 
+# Tiles of at least this many outputs are "large": they suit products with enough of them
+# to keep every SM busy several times over (benchmarks/NOTES.md, 2026-11-22 tuning).
+LARGE_TILE = 128 * 128
+
+
 def matmul_configs() -> list[triton.Config]:
     """The tile shapes the autotuner tries: several on a GPU, one under the interpreter."""
     if interpreting():
         # The interpreter runs one numpy matmul per tile; there is nothing to tune.
         return [_config(32, 32, 32, 4, 1, 4)]
     return [
+        # large tiles, for products of thousands of rows and columns
         _config(128, 256, 64, 8, 3, 8),
         _config(256, 128, 64, 8, 3, 8),
         _config(128, 128, 64, 8, 4, 8),
         _config(128, 128, 64, 8, 4, 4),
-        _config(128, 128, 32, 8, 4, 4),
-        _config(64, 256, 32, 8, 4, 4),
-        _config(128, 64, 32, 8, 4, 4),
-        _config(64, 128, 32, 8, 4, 4),
-        _config(64, 64, 64, 8, 3, 4),
-        _config(64, 64, 32, 8, 2, 4),
+        _config(128, 128, 64, 8, 5, 4),
+        # smaller tiles with a longer K step, for products too small to fill the GPU with
+        # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
+        _config(64, 128, 128, 8, 3, 4),
+        _config(64, 64, 128, 8, 3, 4),
+        _config(64, 64, 64, 8, 4, 4),
+        _config(32, 128, 128, 8, 4, 4),
+        _config(64, 32, 128, 8, 4, 4),
+        _config(16, 64, 256, 1, 3, 4),
+        _config(16, 128, 128, 1, 4, 4),
     ]
+
+
+def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Before autotuning a new shape, drop the configurations that cannot win there.
+
+    A tile taller than M (or wider than N) rounded up to a power of two only computes
+    padding; small tiles lose when large ones already give every SM several tiles. This
+    keeps the first call of a shape to a few compilations and timings.
+    """
+    M, N = named_args["M"], named_args["N"]
+    fitting = [c for c in configs
+               if c.kwargs["BLOCK_SIZE_M"] <= max(16, triton.next_power_of_2(M))
+               and c.kwargs["BLOCK_SIZE_N"] <= max(32, triton.next_power_of_2(N))]
+    large_tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if large_tiles >= 4 * sms:
+        fitting = [c for c in fitting
+                   if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
+    return fitting or configs
 
 
 @triton.jit
@@ -68,7 +98,8 @@ def tile_of_program(
     return pid_m, pid_n
 
 
-@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])
+@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"],
+                 prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
     a_ptr, b_ptr, c_ptr,
@@ -80,6 +111,8 @@ def matmul_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
+    A_ALIGN: tl.constexpr = 1,  # a's rows start a multiple of this many elements apart
+    B_ALIGN: tl.constexpr = 1,  # the same for b's rows, and N is a multiple of it too
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     program_id = tl.program_id(axis=0)
@@ -102,18 +135,28 @@ def matmul_kernel(
         offs_k = offs_k.to(tl.int64)
         step_ak = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_ak
         step_bk = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_bk
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    # Alignment the launcher proved, which Triton cannot see when a size is not a multiple
+    # of 16 (1000, say): every row of a and of b starts on an A_ALIGN / B_ALIGN element
+    # boundary, and b's columns come in aligned runs of B_ALIGN (N is a multiple of it, so
+    # the % N wrap never splits a run). With that, loads move 16 bytes at a time.
+    a_rows = tl.multiple_of(offs_am * stride_am, A_ALIGN)
+    b_rows = tl.multiple_of(offs_k * stride_bk, B_ALIGN)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, B_ALIGN), B_ALIGN)
+    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + b_rows[:, None] + offs_bn[None, :] * stride_bn
 
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        # The last K slice may be partial: zeros past the edge add nothing to the dot product.
-        k_remaining = K - k * BLOCK_SIZE_K
+    # Whole K slices need no mask, which keeps the hot loop's loads wide and pipelined.
+    for k in range(0, K // BLOCK_SIZE_K):
+        accumulator = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), accumulator)
+        a_ptrs += step_ak
+        b_ptrs += step_bk
+    k_remaining = K % BLOCK_SIZE_K
+    if k_remaining > 0:
+        # The last, partial slice: zeros past the edge add nothing to the dot product.
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += step_ak
-        b_ptrs += step_bk
     c = accumulator.to(c_ptr.dtype.element_ty)
 
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
@@ -150,12 +193,23 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
 
-    matmul_kernel[grid](
+    fast_launch(matmul_kernel)[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        # rows are only worth aligning when they are contiguous (a stride of 1 along them)
+        A_ALIGN=alignment(a.stride(0)) if a.stride(1) == 1 else 1,
+        B_ALIGN=alignment(b.stride(0), N) if b.stride(1) == 1 else 1,
         INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
     return c
+
+
+def alignment(*values: int) -> int:
+    """The largest power of two, up to 16, that divides every one of ``values``."""
+    align = 16
+    while align > 1 and any(value % align for value in values):
+        align //= 2
+    return align
 
 
 @torch.library.custom_op("triton_guide::matmul", mutates_args=())
