@@ -259,3 +259,9 @@ def test_on_the_gpu_matmul_after_other_shapes(m, check):
         a = torch.randn(rows, 64, device="cuda", dtype=torch.float16)
         check("matmul (cached launch)", tg.matmul(a, b), a.double() @ b.double(), rtol=1e-2,
               atol=1e-2)
+
+
+def test_host_integer_helpers_match_triton():
+    values = list(range(0, 70)) + [2**20 - 1, 2**20, 2**20 + 1, 2**31 + 5]
+    assert [launch.next_power_of_2(n) for n in values] == [triton.next_power_of_2(n) for n in values]
+    assert all(launch.cdiv(a, b) == triton.cdiv(a, b) for a in values for b in (1, 3, 16, 128))

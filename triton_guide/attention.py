@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .launch import fast_launch
+from .launch import cdiv, fast_launch, next_power_of_2
 from .library import refuse_double_backward, through_operator
 from .validation import (
     check_bool,
@@ -439,12 +439,12 @@ def attention_forward(
     lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
 
     def grid(meta):
-        return (triton.cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
+        return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
     fast_launch(attention_forward_kernel)[grid](
         q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
         heads, seq_len, sm_scale,
-        HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), CAUSAL=causal,
+        HEAD_DIM=head_dim, BLOCK_D=next_power_of_2(head_dim), CAUSAL=causal,
         INT64_OFFSETS=needs_int64_offsets(q, k, v, out, lse),
     )
     return out, lse
@@ -456,12 +456,12 @@ def attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch the three backward kernels; return the gradients of q, k and v."""
     batch, heads, seq_len, head_dim = q.shape
-    block_d = triton.next_power_of_2(head_dim)
+    block_d = next_power_of_2(head_dim)
     grad_out = grad_out.contiguous()
     delta = torch.empty_like(lse)
     int64_offsets = needs_int64_offsets(q, k, v, out, grad_out, lse)
     preprocess_block = 64 if not interpreting() else 16
-    preprocess_grid = (triton.cdiv(seq_len, preprocess_block), batch * heads)
+    preprocess_grid = (cdiv(seq_len, preprocess_block), batch * heads)
     fast_launch(attention_backward_preprocess_kernel)[preprocess_grid](
         out, grad_out, delta, seq_len, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
         INT64_OFFSETS=int64_offsets,
@@ -472,7 +472,7 @@ def attention_backward(
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(grad_out))
 
     def dkdv_grid(meta):
-        return (triton.cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
+        return (cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
 
     fast_launch(attention_backward_dkdv_kernel)[dkdv_grid](
         q, k, v, grad_out, lse, delta, dk, dv, *common, *_strides(dk),
@@ -481,7 +481,7 @@ def attention_backward(
     )
 
     def dq_grid(meta):
-        return (triton.cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
+        return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
     fast_launch(attention_backward_dq_kernel)[dq_grid](
         q, k, v, grad_out, lse, delta, dq, *common, *_strides(dq),

@@ -80,6 +80,50 @@ def median_ms(fn: Callable[[], object]) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
+# Calls timed by gpu_ms read at least this many bytes in all, so that together they overrun
+# the L2 cache (50 MiB on an H100) and each call starts with its inputs in HBM.
+COLD_BYTES = 256 * 2**20
+
+
+def copies_for_cold_cache(bytes_per_call: int, at_least: int = 4) -> int:
+    """How many copies of a call's inputs :func:`gpu_ms` needs: enough to overrun L2."""
+    return max(at_least, math.ceil(COLD_BYTES / bytes_per_call))
+
+
+def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
+    """Median GPU time of one call, with the host's launch time left out, in milliseconds.
+
+    ``calls`` do the same work on distinct copies of the inputs (see
+    :func:`copies_for_cold_cache`). They are run once (to compile and autotune), captured
+    back to back in one CUDA graph, and the graph is replayed ``replays`` times: a replay
+    launches every kernel from the GPU's side, so no call waits for Python, and a call's
+    inputs are out of L2 by the time it comes round again. ``median_ms`` (``do_bench``)
+    times one call as a program makes it, host included whenever the host is the slower.
+    """
+    if not timings_meaningful():
+        raise RuntimeError(NO_TIMINGS)
+    import torch
+
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    del graph
+    return sorted(times)[len(times) // 2] / len(calls)
+
+
 def gb_per_s(num_bytes: float, ms: float) -> float:
     return num_bytes / ms * 1e-6
 

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import fast_launch
+from .launch import fast_launch, next_power_of_2
 from .validation import check_tensor
 
 # Vocabulary columns a program reads per step.
@@ -118,7 +118,7 @@ def cross_entropy_forward(
         grad = logits if inplace_grad else torch.empty_like(logits)
     else:
         grad = losses  # never written: COMPUTE_GRAD is False
-    block = min(block_size, triton.next_power_of_2(num_classes))
+    block = min(block_size, next_power_of_2(num_classes))
     fast_launch(cross_entropy_forward_kernel)[(num_rows,)](
         logits, logits.stride(0), target, losses, grad,
         grad.stride(0) if compute_grad else 0,

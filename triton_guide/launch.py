@@ -66,6 +66,19 @@ def _hooks_idle() -> bool:
                for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook))
 
 
+# Host-side integer arithmetic for grids and block sizes. ``triton.cdiv`` and
+# ``triton.next_power_of_2`` do the same, but they are constexpr functions that also accept
+# Triton values, and that wrapper cost several microseconds per call on an H100's host.
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive ints."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two at least ``n`` (0 for 0, as Triton's)."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 class FastLauncher:
     """``kernel[grid](...)``, remembering the compiled kernel per launch key."""
 
@@ -74,6 +87,9 @@ class FastLauncher:
         self.tuned = isinstance(kernel, Autotuner)
         jit_function = kernel.fn if self.tuned else kernel
         self.arg_names = jit_function.arg_names
+        active = driver.active
+        self.current_device, self.current_stream = (active.get_current_device,
+                                                    active.get_current_stream)
         self.defaults = {p.name: p.default for p in jit_function.params if p.has_default}
         # The autotuner picks a configuration per value of its key arguments.
         self.tuning_positions = ([self.arg_names.index(name) for name in kernel.keys]
@@ -85,8 +101,7 @@ class FastLauncher:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def launch(self, grid, args: tuple, kwargs: dict):
-        active = driver.active
-        device = active.get_current_device()
+        device = self.current_device()
         try:
             key = (device, knobs.runtime.debug, tuple(map(argument_key, args)),
                    tuple(kwargs.items()),
@@ -101,7 +116,7 @@ class FastLauncher:
         if callable(grid):
             grid = grid(dict(zip(self.arg_names, (*args, *tail))))
         compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-                     active.get_current_stream(device), compiled.function,
+                     self.current_stream(device), compiled.function,
                      compiled.packed_metadata, None, None, None, *args, *tail)
 
     def _launch_through_triton(self, key, grid, args, kwargs) -> None:

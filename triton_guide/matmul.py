@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .launch import fast_launch
+from .launch import cdiv, fast_launch, next_power_of_2
 from .library import through_operator
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
@@ -66,9 +66,9 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     """
     M, N = named_args["M"], named_args["N"]
     fitting = [c for c in configs
-               if c.kwargs["BLOCK_SIZE_M"] <= max(16, triton.next_power_of_2(M))
-               and c.kwargs["BLOCK_SIZE_N"] <= max(32, triton.next_power_of_2(N))]
-    large_tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
+               if c.kwargs["BLOCK_SIZE_M"] <= max(16, next_power_of_2(M))
+               and c.kwargs["BLOCK_SIZE_N"] <= max(32, next_power_of_2(N))]
+    large_tiles = cdiv(M, 128) * cdiv(N, 128)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     if large_tiles >= 4 * sms:
         fitting = [c for c in fitting
@@ -191,7 +191,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
 
     def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
 
     fast_launch(matmul_kernel)[grid](
         a, b, c, M, N, K,

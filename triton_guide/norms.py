@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import fast_launch
+from .launch import cdiv, fast_launch, next_power_of_2
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -182,7 +182,7 @@ def norm_forward(
     mean = torch.empty(num_rows if subtract_mean else 1, dtype=torch.float32,
                        device=x_rows.device)
     rstd = torch.empty(num_rows, dtype=torch.float32, device=x_rows.device)
-    block = triton.next_power_of_2(num_cols)
+    block = next_power_of_2(num_cols)
     fast_launch(norm_forward_kernel)[(num_rows,)](
         x_rows, y, weight, weight if bias is None else bias, mean, rstd,
         x_rows.stride(0), y.stride(0), num_cols, eps,
@@ -201,13 +201,13 @@ def norm_backward(
     grad_y = grad_y.contiguous().view(num_rows, num_cols)
     if num_partials is None:
         num_partials = default_num_partials(num_rows)
-    rows_per_program = triton.cdiv(num_rows, num_partials)
+    rows_per_program = cdiv(num_rows, num_partials)
     grad_x = torch.empty((num_rows, num_cols), dtype=x_rows.dtype, device=x_rows.device)
     partial_shape = (num_partials, num_cols)
     partial_weight = torch.empty(partial_shape, dtype=torch.float32, device=x_rows.device)
     partial_bias = torch.empty(partial_shape if has_bias else (1,), dtype=torch.float32,
                                device=x_rows.device)
-    block = triton.next_power_of_2(num_cols)
+    block = next_power_of_2(num_cols)
     fast_launch(norm_backward_kernel)[(num_partials,)](
         x_rows, grad_y, grad_x, weight, mean, rstd, partial_weight, partial_bias,
         x_rows.stride(0), grad_y.stride(0), grad_x.stride(0),
@@ -215,7 +215,7 @@ def norm_backward(
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=has_bias, BLOCK_SIZE=block,
         num_warps=_num_warps(block),
     )
-    sum_grid = (triton.cdiv(num_cols, PARTIAL_SUM_BLOCK),)
+    sum_grid = (cdiv(num_cols, PARTIAL_SUM_BLOCK),)
     grad_weight = torch.empty_like(weight)
     fast_launch(sum_partials_kernel)[sum_grid](partial_weight, grad_weight, num_partials,
                                                num_cols, BLOCK_SIZE=PARTIAL_SUM_BLOCK)
@@ -261,7 +261,7 @@ def _check_inputs(x, weight, bias, eps) -> None:
             f"the leading dimensions of x (strides {x.stride()}) cannot be flattened into "
             "rows without a copy; pass x.contiguous()"
         ) from None
-    if triton.next_power_of_2(num_cols) > MAX_BLOCK:
+    if next_power_of_2(num_cols) > MAX_BLOCK:
         raise ValueError(
             f"rows of {num_cols} elements do not fit one block (at most {MAX_BLOCK}); "
             "normalise in chunks with torch instead"

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import fast_launch
+from .launch import cdiv, fast_launch, next_power_of_2
 from .library import refuse_double_backward, through_operator
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
@@ -208,7 +208,7 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     """
     x = check_tensor("x", x, min_ndim=1)
     num_cols = x.shape[-1]
-    one_pass_block = triton.next_power_of_2(num_cols)
+    one_pass_block = next_power_of_2(num_cols)
     if not isinstance(method, str):
         raise TypeError(
             f"method must be a str ('auto', 'one_pass' or 'online'), got {type(method).__name__}"
@@ -239,7 +239,7 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     strides = (rows.stride(0), rows.stride(1), out_rows.stride(0))
     if method == "one_pass":
         block_rows = one_pass_rows(block_size)
-        fast_launch(softmax_kernel)[(triton.cdiv(num_rows, block_rows),)](
+        fast_launch(softmax_kernel)[(cdiv(num_rows, block_rows),)](
             rows, out_rows, *strides, num_rows, num_cols, BLOCK_ROWS=block_rows,
             BLOCK_SIZE=block_size, num_warps=_num_warps(block_rows * block_size),
             INT64_OFFSETS=int64_offsets,
@@ -262,7 +262,7 @@ def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     out_rows = out.view(-1, num_cols)
     grad_out_rows = grad_out.reshape(-1, num_cols)
     grad_in = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-    block_size = min(triton.next_power_of_2(num_cols), ONLINE_BLOCK)
+    block_size = min(next_power_of_2(num_cols), ONLINE_BLOCK)
     fast_launch(softmax_backward_kernel)[(out_rows.shape[0],)](
         out_rows, grad_out_rows, grad_in, out_rows.stride(0),
         grad_out_rows.stride(0), grad_out_rows.stride(1), num_cols,
