@@ -16,8 +16,8 @@ page imports, plus the package modules those import in turn, leaving out the sha
 machinery (:data:`MACHINERY`), which does not change what a kernel computes. The hash
 covers their text; when it differs from the recorded one, the recording predates a kernel
 change. The machinery can still move timings without the hash flagging it: its host-side
-code (argument checks in ``validation``, the op registrations in ``library``) where the host
-bounds a call, at the smallest sizes, and ``validation``'s choice between 32- and 64-bit
+code (argument checks in ``validation``, the op registrations in ``library``, the cached
+launch in ``launch``) where the host bounds a call, at the smallest sizes, and ``validation``'s choice between 32- and 64-bit
 offsets, which picks the kernel's ``INT64_OFFSETS`` variant.
 
 Writing happens only from a live GPU run (see :class:`triton_guide.benchmark.Benchmark`);
@@ -45,7 +45,8 @@ RECORD_ENV = "TRITON_GUIDE_RECORD"
 TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
 COMMIT_ENV = "TRITON_GUIDE_COMMIT"
 # Shared machinery: editing these does not change what a page's kernels compute or how fast.
-MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library"})
+MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library",
+                       "launch"})
 STALE = "recorded before the kernel changed: these numbers may be stale"
 
 
