@@ -115,17 +115,21 @@ def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
 
     module = importlib.import_module("triton_guide.matmul")
     monkeypatch.setattr(module.torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(module.torch.cuda, "get_device_properties",
-                        lambda device: type("Props", (), {"multi_processor_count": 132}))
+    h100 = type("Props", (), {"multi_processor_count": 132,
+                              "shared_memory_per_block_optin": 232448})
+    monkeypatch.setattr(module.torch.cuda, "get_device_properties", lambda device: h100)
     configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": 64,
-                              "GROUP_SIZE_M": 8}) for m, n in
+                              "GROUP_SIZE_M": 8}, num_stages=3) for m, n in
                [(128, 256), (128, 128), (64, 64), (16, 64)]]
 
-    def kept(m, n):
-        pruned = module.prune_configs(configs, {"M": m, "N": n, "K": 4096})
+    def kept(m, n, dtype=torch.float16):
+        a = torch.empty(0, dtype=dtype)
+        pruned = module.prune_configs(configs, {"M": m, "N": n, "K": 4096, "a_ptr": a})
         return [(c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_N"]) for c in pruned]
 
     assert kept(1, 4096) == [(16, 64)]  # decode: only 16-row tiles
     assert kept(1024, 1024) == [(128, 256), (128, 128), (64, 64), (16, 64)]  # 64 large tiles
     assert kept(8192, 8192) == [(128, 256), (128, 128)]  # 4096 large tiles: large only
     assert kept(64, 64) == [(64, 64), (16, 64)]
+    # float32: 3 stages of 128 x 64 and 64 x 256 tiles need 288 KiB, more than the 227 KiB
+    assert kept(8192, 8192, torch.float32) == [(128, 128)]

@@ -45,6 +45,7 @@ def matmul_configs() -> list[triton.Config]:
         _config(128, 128, 64, 8, 4, 8),
         _config(128, 128, 64, 8, 4, 4),
         _config(128, 128, 64, 8, 5, 4),
+        _config(128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
         # smaller tiles with a longer K step, for products too small to fill the GPU with
         # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
         _config(64, 128, 128, 8, 3, 4),
@@ -60,20 +61,30 @@ def matmul_configs() -> list[triton.Config]:
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Before autotuning a new shape, drop the configurations that cannot win there.
 
-    A tile taller than M (or wider than N) rounded up to a power of two only computes
-    padding; small tiles lose when large ones already give every SM several tiles. This
-    keeps the first call of a shape to a few compilations and timings.
+    A configuration whose pipeline stages of a and b tiles overflow shared memory cannot
+    run at all (float32 inputs take twice float16's space); a tile taller than M (or wider
+    than N) rounded up to a power of two only computes padding; small tiles lose when large
+    ones already give every SM several tiles. This keeps the first call of a shape to a few
+    compilations and timings.
     """
     M, N = named_args["M"], named_args["N"]
-    fitting = [c for c in configs
+    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+    item_size = named_args["a_ptr"].element_size()
+
+    def staged_bytes(c):  # num_stages copies of an a tile and a b tile
+        m, n, k = (c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
+        return c.num_stages * (m * k + k * n) * item_size
+
+    runnable = [c for c in configs
+                if staged_bytes(c) <= properties.shared_memory_per_block_optin] or configs
+    fitting = [c for c in runnable
                if c.kwargs["BLOCK_SIZE_M"] <= max(16, next_power_of_2(M))
                and c.kwargs["BLOCK_SIZE_N"] <= max(32, next_power_of_2(N))]
-    large_tiles = cdiv(M, 128) * cdiv(N, 128)
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    if large_tiles >= 4 * sms:
-        fitting = [c for c in fitting
-                   if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
-    return fitting or configs
+    large = [c for c in fitting
+             if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
+    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * properties.multi_processor_count:
+        return large
+    return fitting or runnable
 
 
 @triton.jit

@@ -176,13 +176,23 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # %%
 # Step 3: autotuned tile shapes
 # -----------------------------
-# The production kernel in ``triton_guide/matmul.py`` is step 2 with two changes. Its
-# tile shape, group size, number of warps and pipeline stages come from
-# ``triton.autotune`` (next cells), and rows of A and columns of B past the edge are
-# wrapped round with ``% M`` and ``% N`` instead of masked: the loads stay inside the
-# matrices, the rows they fetch twice are computed but never stored (the store is
-# masked), and the loop over K keeps only the mask along K, where padding with anything
-# but zeros would change the sum:
+# The production kernel in ``triton_guide/matmul.py`` is step 2 with four changes:
+#
+# * Its tile shape, group size, number of warps and pipeline stages come from
+#   ``triton.autotune`` (next cells).
+# * Rows of A and columns of B past the edge are wrapped round with ``% M`` and ``% N``
+#   instead of masked: the loads stay inside the matrices, and the rows they fetch twice
+#   are computed but never stored (the store is masked).
+# * The loop over K runs over whole ``BLOCK_SIZE_K`` slices with no mask at all, and one
+#   masked step after it handles what is left of K (zeros there add nothing to the sum). A
+#   mask the compiler cannot see the shape of keeps it from loading 16 bytes at a time.
+# * Alignment hints. Triton compiles a separate kernel for integers that are multiples of
+#   16, and only then knows a row of A starts on a 16-byte boundary. At 1000 x 1000 it
+#   cannot know that, and it falls back to loading one element at a time. The launcher
+#   checks the row strides itself and passes the alignment it finds (8 elements for rows
+#   of 1000 float16 values) as ``A_ALIGN`` and ``B_ALIGN``. The kernel then states it with
+#   ``tl.multiple_of`` and ``tl.max_contiguous``. A hint is a promise: a wrong one gives
+#   wrong results, so it is only ever what the launcher proved.
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
@@ -295,9 +305,10 @@ for run in results:
 
 # %%
 # Two cautions when reading these numbers. At small sizes a product takes a few
-# microseconds on the GPU and the time measured is mostly the host's: the Python that
-# checks the arguments and the autotuner's lookup before each launch cost more than
-# cuBLAS's whole call, and the tile sizes tried here are built for large products.
+# microseconds on the GPU, and the time measured is partly the host's. The Python that
+# checks the arguments and launches the kernel takes longer than cuBLAS's whole call,
+# even with the compiled kernel cached per shape (``triton_guide.launch``).
+# ``benchmarks/report.py`` times both ways: with and without the host's time.
 # And two timings of the same cuBLAS product in one run differ by up to several percent (the
 # last line above): differences between our kernel and cuBLAS of that size are noise.
 
