@@ -141,6 +141,9 @@ def fast_launch(kernel):
 
     Under the interpreter, when disabled, or for anything that is not a ``triton.jit``
     function or autotuner (a test's stand-in), returns ``kernel`` itself.
+
+    Pass runtime arguments positionally and only constexprs and launch options
+    (``num_warps``) by keyword: keyword values go into the key as they are.
     """
     if interpreting() or not enabled:
         return kernel
