@@ -1,9 +1,11 @@
 """Timing kernels on a GPU, recording the timings, and drawing them; shared by the example
 pages and ``benchmarks/report.py``.
 
-Every timing is the median of many runs from ``triton.testing.do_bench``, which warms up
-first, times with CUDA events and flushes the L2 cache before each run. Under the
-interpreter nothing is timed: a kernel's run time there measures numpy on the CPU.
+Every timing on the pages is the median of many runs from ``triton.testing.do_bench``
+(:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
+before each run: one call as a program makes it, host included. :func:`gpu_ms`, which
+``benchmarks/report.py`` uses beside it, leaves the host out. Under the interpreter
+nothing is timed: a kernel's run time there measures numpy on the CPU.
 
 **How a page benchmarks, records and recalls.** A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
 where the page's outputs come from (live GPU, interpreter, which recordings)::
