@@ -1,3 +1,4 @@
+import importlib
 import math
 
 import pytest
@@ -56,6 +57,29 @@ def test_strided_inputs_from_a_packed_projection(causal, device, check):
     qkv = torch.randn(2, 41, 3, 4, 32, device=device)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     assert not q.is_contiguous()
+    run_and_compare(q, k, v, causal, check)
+
+
+def _layout(kind, device):
+    """q, k, v that a TMA descriptor cannot read as they are (see attention._tma_layout)."""
+    if kind == "head_dim_20_fp16":  # rows of 40 bytes: not a multiple of 16
+        return [torch.randn(1, 2, 23, 20, device=device, dtype=torch.float16) for _ in range(3)]
+    if kind == "storage_offset":  # base address 4 bytes past a 16-byte boundary
+        return [torch.randn(2 * 23 * 32 + 1, device=device)[1:].view(1, 2, 23, 32)
+                for _ in range(3)]
+    # "expanded": one key/value head shared by three query heads (stride 0 along heads)
+    q = torch.randn(1, 3, 23, 32, device=device)
+    k, v = (torch.randn(1, 1, 23, 32, device=device).expand(1, 3, 23, 32) for _ in range(2))
+    return [q, k, v]
+
+
+@pytest.mark.parametrize("kind", ["head_dim_20_fp16", "storage_offset", "expanded"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_layouts_a_descriptor_cannot_read(kind, causal, device, check):
+    attention_module = importlib.import_module("triton_guide.attention")
+    q, k, v = _layout(kind, device)
+    needs_copy = [attention_module._tma_layout(t) is not t for t in (q, k, v)]
+    assert needs_copy == ([False, True, True] if kind == "expanded" else [True] * 3)
     run_and_compare(q, k, v, causal, check)
 
 

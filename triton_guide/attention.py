@@ -11,6 +11,9 @@ computed tile by tile without ever holding the ``seq x seq`` score matrix in mem
   owns a block of keys and accumulates ``dk`` and ``dv`` over all query blocks; another owns a
   block of queries and accumulates ``dq`` over all key blocks; neither needs atomics.
 
+All kernels read their tiles of q, k, v and grad_out through tensor descriptors, which Hopper
+GPUs serve with the TMA copy engine (see ``_tma_layout`` for the layouts it accepts).
+
 Differences from the paper: exponentials are base 2 (``exp2``, with ``log2(e)`` folded into
 the scale), which is what the hardware computes natively; the causal mask is aligned top-left
 (query i sees keys 0..i), as in ``torch.nn.functional.scaled_dot_product_attention``. q, k and
@@ -25,11 +28,13 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .runtime import interpreting
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import refuse_double_backward, through_operator
 from .validation import (
+    INT32_MAX,
     check_bool,
     check_grid_axis,
     check_positive_number,
@@ -40,6 +45,7 @@ from .validation import (
 )
 
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) = exp2(x * LOG2E)
 
 
 def attention_reference(
@@ -57,157 +63,155 @@ def attention_reference(
     return torch.softmax(scores, dim=-1) @ v
 
 
+def _set_block_shapes(nargs):
+    """Before each launch: make the descriptors' tiles match the configuration's blocks
+    (queries and their gradients in BLOCK_M rows, keys and values in BLOCK_N)."""
+    for name, rows in (("q_desc", "BLOCK_M"), ("do_desc", "BLOCK_M"),
+                       ("k_desc", "BLOCK_N"), ("v_desc", "BLOCK_N")):
+        if name in nargs:
+            nargs[name].block_shape = [1, 1, nargs[rows], nargs["BLOCK_D"]]
+
+
 def _config(block_m: int, block_n: int, stages: int, warps: int) -> triton.Config:
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_stages=stages, num_warps=warps)
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_stages=stages,
+                         num_warps=warps, pre_hook=_set_block_shapes)
 
 
-def _forward_configs() -> list[triton.Config]:
+# (BLOCK_M, BLOCK_N, num_stages, num_warps) that the autotuner tries, for head_dim up to 64
+# and above 64: the four fastest of 8-10 candidates per kernel in `benchmarks/tune.py
+# attention` on an H100 (log 2026-11-23-h100-tune-attention-*.log). The forward and dq
+# kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Each kernel's tiles
+# must fit in shared memory (227 KiB on an H100): a float32 input that does not fit fails
+# to compile for that configuration, and the autotuner skips it.
+TUNED = {
+    "forward": {64: [(128, 128, 3, 4), (128, 64, 3, 4), (128, 64, 4, 4), (64, 64, 3, 4)],
+                128: [(128, 64, 2, 4), (128, 128, 3, 8), (256, 64, 3, 8), (64, 64, 3, 4)]},
+    "dkdv": {64: [(32, 64, 3, 4), (64, 64, 3, 4), (64, 64, 4, 4), (32, 128, 5, 4)],
+             128: [(64, 128, 3, 8), (64, 128, 4, 8), (64, 128, 5, 8), (32, 64, 3, 4)]},
+    "dq": {64: [(128, 64, 4, 8), (128, 64, 3, 8), (64, 64, 2, 4), (64, 64, 3, 4)],
+           128: [(128, 64, 3, 8), (128, 64, 4, 8), (128, 64, 5, 8), (128, 128, 2, 8)]},
+}
+INTERPRETER_BLOCKS = {"forward": (32, 16), "dkdv": (16, 32), "dq": (32, 16)}  # small, quick
+MAX_BLOCK = max(max(c[:2]) for table in TUNED.values() for cs in table.values() for c in cs)
+
+
+def _autotune(kernel: str):
+    """``triton.autotune`` over the kernel's tuned configurations for the call's head_dim."""
     if interpreting():
-        return [_config(32, 16, 1, 4)]
-    return [
-        _config(128, 64, 3, 4),
-        _config(128, 64, 4, 8),
-        _config(128, 128, 3, 8),
-        _config(64, 64, 3, 4),
-        _config(64, 32, 2, 4),  # small enough for float32 at head_dim 128
-    ]
+        return triton.autotune([_config(*INTERPRETER_BLOCKS[kernel], 1, 4)],
+                               key=["seq_len", "HEAD_DIM", "CAUSAL"])
+    by_width = {width: [_config(*c) for c in cs] for width, cs in TUNED[kernel].items()}
+
+    def for_head_dim(configs, named_args, **kwargs):
+        return by_width[64 if kwargs["BLOCK_D"] <= 64 else 128]
+
+    return triton.autotune([c for cs in by_width.values() for c in cs],
+                           key=["seq_len", "HEAD_DIM", "CAUSAL"],
+                           prune_configs_by={"early_config_prune": for_head_dim})
 
 
-def _dkdv_configs() -> list[triton.Config]:
-    # BLOCK_N keys per program, stepping over queries BLOCK_M at a time (BLOCK_N a multiple
-    # of BLOCK_M).
-    if interpreting():
-        return [_config(16, 16, 1, 4)]
-    return [
-        _config(32, 128, 3, 4),
-        _config(64, 128, 3, 8),
-        _config(32, 64, 3, 4),
-        _config(32, 32, 2, 4),
-    ]
-
-
-def _dq_configs() -> list[triton.Config]:
-    # BLOCK_M queries per program, stepping over keys BLOCK_N at a time (BLOCK_M a multiple
-    # of BLOCK_N).
-    if interpreting():
-        return [_config(16, 16, 1, 4)]
-    return [
-        _config(128, 32, 3, 4),
-        _config(128, 64, 3, 8),
-        _config(64, 32, 3, 4),
-        _config(32, 32, 2, 4),
-    ]
+@triton.jit
+def _rows(desc, batch, head, first_row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Rows ``first_row .. first_row + BLOCK`` of one (batch, head), zeros past the end."""
+    return desc.load([batch, head, first_row, 0]).reshape(BLOCK, BLOCK_D)
 
 
 @triton.jit
 def _forward_block_loop(
     acc, row_sum, row_max,  # running output, normaliser and max (base 2) of the query rows
-    q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    offs_m, offs_d, seq_len, qk_scale,
+    q, k_desc, v_desc, batch, head, offs_m, qk_scale,
     start, end,  # key range to visit: [start, end), start a multiple of BLOCK_N
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+    seq_len,
+    BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,  # hide keys after the query (blocks on the diagonal)
     BOUNDS_MASK: tl.constexpr,  # hide keys at or past seq_len (the last, partial block)
-    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
+    BLOCK_D: tl.constexpr = q.shape[1]
     offs_n = tl.arange(0, BLOCK_N)
-    if INT64_OFFSETS:
-        offs_n = offs_n.to(tl.int64)
-    d_mask = offs_d < HEAD_DIM
     for start_n in range(start, end, BLOCK_N):
+        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N), unscaled
         cols = start_n + offs_n
-        kv_mask = (cols[:, None] < seq_len) & d_mask[None, :]
-        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_M, BLOCK_N), in log2 units
         if CAUSAL_MASK:
             scores = tl.where(offs_m[:, None] >= cols[None, :], scores, -float("inf"))
         if BOUNDS_MASK:
             scores = tl.where(cols[None, :] < seq_len, scores, -float("inf"))
-        new_max = tl.maximum(row_max, tl.max(scores, axis=1))
-        probs = tl.math.exp2(scores - new_max[:, None])
+        # Scale the row maxima rather than every score: max(s) * c = max(s * c) for c > 0,
+        # and the exponent becomes one fused multiply-add per score.
+        new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
+        probs = tl.math.exp2(scores * qk_scale - new_max[:, None])
         correction = tl.math.exp2(row_max - new_max)  # 0 on the first block (row_max = -inf)
         row_sum = row_sum * correction + tl.sum(probs, axis=1)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
         acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None])
         row_max = new_max
     return acc, row_sum, row_max
 
 
-@triton.autotune(configs=_forward_configs(), key=["seq_len", "HEAD_DIM", "CAUSAL"])
+@_autotune("forward")
 @triton.jit
 def attention_forward_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
+    q_desc, k_desc, v_desc,  # tensor descriptors over (batch, heads, seq_len, head_dim)
+    out_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
     lse_ptr,  # (batch * heads, seq_len) float32: log2-sum-exp of each row's scaled scores
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_ob, stride_oh, stride_on, stride_od,
     num_heads, seq_len, sm_scale,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
-    INT64_OFFSETS: tl.constexpr = False,  # offsets within a head can pass 2**31 - 1: use int64
+    INT64_OFFSETS: tl.constexpr = False,  # seq_len * HEAD_DIM can pass 2**31 - 1: use int64
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
         # Blocks near the end of the sequence have the most keys to visit: start them first.
         block_index = tl.num_programs(0) - 1 - block_index
-    if INT64_OFFSETS:
-        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
-    batch = (batch_head // num_heads).to(tl.int64)
-    head = (batch_head % num_heads).to(tl.int64)
-    q_base = q_ptr + batch * stride_qb + head * stride_qh
-    k_base = k_ptr + batch * stride_kb + head * stride_kh
-    v_base = v_ptr + batch * stride_vb + head * stride_vh
-    out_base = out_ptr + batch * stride_ob + head * stride_oh
-
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    if INT64_OFFSETS:
-        offs_d = offs_d.to(tl.int64)
-    row_mask = offs_m < seq_len
-    tile_mask = row_mask[:, None] & (offs_d < HEAD_DIM)[None, :]
-    q = tl.load(q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=tile_mask, other=0.0)
+    q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
 
-    qk_scale = sm_scale * 1.4426950408889634  # fold log2(e) in once: exp2 replaces exp
+    qk_scale = sm_scale * LOG2E  # exp(x * sm_scale) = exp2(x * qk_scale)
     row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
     row_sum = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     if CAUSAL:
         # Keys before this block of queries are visible to every row in it: no mask needed.
         acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, 0, first_row,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, first_row, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
-        # The diagonal block: each row sees the keys up to its own position.
-        diagonal_end = tl.minimum(first_row + BLOCK_M, seq_len)
+        # The diagonal block: each row sees the keys up to its own position. Keys past
+        # seq_len come after every real row, so the causal mask hides them too.
         acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, first_row, diagonal_end,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            first_row, tl.minimum(first_row + BLOCK_M, seq_len), seq_len, BLOCK_N,
+            CAUSAL_MASK=True, BOUNDS_MASK=False,
         )
     else:
         full_end = (seq_len // BLOCK_N) * BLOCK_N
         acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, 0, full_end,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
-        # At most one partial block of keys remains past the last full one.
+        # At most one partial block of keys remains past the last full one; the descriptor
+        # reads its missing rows as zeros, which would score 0, so mask them.
         acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, full_end, seq_len,
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
         )
 
     acc = acc / row_sum[:, None]
-    tl.store(lse_ptr + batch_head * seq_len + offs_m, row_max + tl.math.log2(row_sum), mask=row_mask)
-    out_ptrs = out_base + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
+    if INT64_OFFSETS:
+        offs_m = offs_m.to(tl.int64)
+    row_mask = offs_m < seq_len
+    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse and out
+    tl.store(lse_ptr + head_rows + offs_m, row_max + tl.math.log2(row_sum), mask=row_mask)
+    offs_d = tl.arange(0, BLOCK_D)
+    out_ptrs = out_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    tile_mask = row_mask[:, None] & (offs_d < HEAD_DIM)[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=tile_mask)
 
 
@@ -236,31 +240,26 @@ def attention_backward_preprocess_kernel(
 
 @triton.jit
 def _dkdv_block_loop(
-    dk, dv, k, v,
-    q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don, stride_dod,
-    offs_n, offs_d, seq_len, qk_scale,
+    dk, dv, k, v,  # accumulators and this program's keys and values, (BLOCK_N, BLOCK_D)
+    q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
     start, end,  # query range to visit, start a multiple of BLOCK_M
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    INT64_OFFSETS: tl.constexpr = False,
+    seq_len, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
 ):
     # Query rows past seq_len load as zeros (q, grad_out, lse and delta), so they add exactly
     # zero to dk and dv: no bounds mask is needed here.
+    BLOCK_D: tl.constexpr = k.shape[1]
     offs_m0 = tl.arange(0, BLOCK_M)
-    if INT64_OFFSETS:
-        offs_m0 = offs_m0.to(tl.int64)
-    d_mask = offs_d < HEAD_DIM
     for start_m in range(start, end, BLOCK_M):
         offs_m = start_m + offs_m0
         row_mask = offs_m < seq_len
-        tile_mask = row_mask[:, None] & d_mask[None, :]
-        q = tl.load(q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=tile_mask, other=0.0)
+        q = _rows(q_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
         lse = tl.load(lse_base + offs_m, mask=row_mask, other=0.0)
         # Work with transposed tiles (keys along rows) so the results land in dk, dv rows.
-        scores_t = tl.dot(k, tl.trans(q)) * qk_scale
+        scores_t = tl.dot(k, tl.trans(q))
         if CAUSAL_MASK:
             scores_t = tl.where(offs_m[None, :] >= offs_n[:, None], scores_t, -float("inf"))
-        probs_t = tl.math.exp2(scores_t - lse[None, :])
-        do = tl.load(do_base + offs_m[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=tile_mask, other=0.0)
+        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
+        do = _rows(do_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
         dv = tl.dot(probs_t.to(do.dtype), do, dv)
         delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
         dprobs_t = tl.dot(v, tl.trans(do))
@@ -269,15 +268,12 @@ def _dkdv_block_loop(
     return dk, dv
 
 
-@triton.autotune(configs=_dkdv_configs(), key=["seq_len", "HEAD_DIM", "CAUSAL"])
+@_autotune("dkdv")
 @triton.jit
 def attention_backward_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, grad_out_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_dob, stride_doh, stride_don, stride_dod,
-    stride_dkb, stride_dkh, stride_dkn, stride_dkd,  # dk and dv share one layout
+    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq_len, head_dim)
+    lse_ptr, delta_ptr,  # (batch * heads, seq_len) float32
+    dk_ptr, dv_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
     num_heads, seq_len, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per step
@@ -285,90 +281,77 @@ def attention_backward_dkdv_kernel(
     INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
-    if INT64_OFFSETS:
-        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
-    batch = (batch_head // num_heads).to(tl.int64)
-    head = (batch_head % num_heads).to(tl.int64)
-    q_base = q_ptr + batch * stride_qb + head * stride_qh
-    do_base = grad_out_ptr + batch * stride_dob + head * stride_doh
-    lse_base = lse_ptr + batch_head.to(tl.int64) * seq_len
-    delta_base = delta_ptr + batch_head.to(tl.int64) * seq_len
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse, delta, dk, dv
+    lse_base = lse_ptr + head_rows
+    delta_base = delta_ptr + head_rows
 
     first_key = block_index * BLOCK_N
     offs_n = first_key + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    if INT64_OFFSETS:
-        offs_d = offs_d.to(tl.int64)
-    tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
-    k = tl.load(k_ptr + batch * stride_kb + head * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=tile_mask, other=0.0)
-    v = tl.load(v_ptr + batch * stride_vb + head * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=tile_mask, other=0.0)
+    k = _rows(k_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
+    v = _rows(v_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e), as in the forward kernel
+    qk_scale = sm_scale * LOG2E  # as in the forward kernel
 
     if CAUSAL:
         # Queries before first_key see none of these keys; those on the diagonal see some.
-        diagonal_end = tl.minimum(first_key + BLOCK_N, seq_len)
         dk, dv = _dkdv_block_loop(
-            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don, stride_dod,
-            offs_n, offs_d, seq_len, qk_scale, first_key, diagonal_end, HEAD_DIM, BLOCK_M, CAUSAL_MASK=True,
-            INT64_OFFSETS=INT64_OFFSETS,
+            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
+            first_key, tl.minimum(first_key + BLOCK_N, seq_len), seq_len, BLOCK_M,
+            CAUSAL_MASK=True,
         )
         rest_start = first_key + BLOCK_N
     else:
         rest_start = 0
     dk, dv = _dkdv_block_loop(
-        dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don, stride_dod,
-        offs_n, offs_d, seq_len, qk_scale, rest_start, seq_len, HEAD_DIM, BLOCK_M, CAUSAL_MASK=False,
-        INT64_OFFSETS=INT64_OFFSETS,
+        dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
+        rest_start, seq_len, seq_len, BLOCK_M, CAUSAL_MASK=False,
     )
 
-    out_offsets = batch * stride_dkb + head * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
-    tl.store(dk_ptr + out_offsets, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=tile_mask)
-    tl.store(dv_ptr + out_offsets, dv.to(dv_ptr.dtype.element_ty), mask=tile_mask)
+    if INT64_OFFSETS:
+        offs_n = offs_n.to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    offsets = head_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
+    tl.store(dk_ptr + offsets, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=tile_mask)
+    tl.store(dv_ptr + offsets, dv.to(dv_ptr.dtype.element_ty), mask=tile_mask)
 
 
 @triton.jit
 def _dq_block_loop(
-    dq, q, do, lse, delta,
-    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    offs_m, offs_d, seq_len, qk_scale,
+    dq, q, do, lse, delta,  # accumulator and this program's rows, (BLOCK_M, ...)
+    k_desc, v_desc, batch, head, offs_m, qk_scale,
     start, end,  # key range to visit, start a multiple of BLOCK_N
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    seq_len, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr,
 ):
+    BLOCK_D: tl.constexpr = q.shape[1]
     offs_n0 = tl.arange(0, BLOCK_N)
-    if INT64_OFFSETS:
-        offs_n0 = offs_n0.to(tl.int64)
-    d_mask = offs_d < HEAD_DIM
     for start_n in range(start, end, BLOCK_N):
         offs_n = start_n + offs_n0
-        kv_mask = (offs_n[:, None] < seq_len) & d_mask[None, :]
-        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k)) * qk_scale
+        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k))
         if CAUSAL_MASK:
             scores = tl.where(offs_m[:, None] >= offs_n[None, :], scores, -float("inf"))
         if BOUNDS_MASK:
             # A zero key past the end scores 0, and exp2(0 - lse) can overflow: hide it.
             scores = tl.where(offs_n[None, :] < seq_len, scores, -float("inf"))
-        probs = tl.math.exp2(scores - lse[:, None])
+        probs = tl.math.exp2(scores * qk_scale - lse[:, None])
         dprobs = tl.dot(do, tl.trans(v))
         dscores = probs * (dprobs - delta[:, None])
         dq = tl.dot(dscores.to(k.dtype), k, dq)
     return dq
 
 
-@triton.autotune(configs=_dq_configs(), key=["seq_len", "HEAD_DIM", "CAUSAL"])
+@_autotune("dq")
 @triton.jit
 def attention_backward_dq_kernel(
-    q_ptr, k_ptr, v_ptr, grad_out_ptr, lse_ptr, delta_ptr, dq_ptr,
-    stride_qb, stride_qh, stride_qn, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_dob, stride_doh, stride_don, stride_dod,
-    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
+    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq_len, head_dim)
+    lse_ptr, delta_ptr,  # (batch * heads, seq_len) float32
+    dq_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
     num_heads, seq_len, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
@@ -376,58 +359,96 @@ def attention_backward_dq_kernel(
     INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
-    if INT64_OFFSETS:
-        block_index = block_index.to(tl.int64)
     batch_head = tl.program_id(1)
-    batch = (batch_head // num_heads).to(tl.int64)
-    head = (batch_head % num_heads).to(tl.int64)
-    k_base = k_ptr + batch * stride_kb + head * stride_kh
-    v_base = v_ptr + batch * stride_vb + head * stride_vh
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse, delta, dq
 
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    if INT64_OFFSETS:
-        offs_d = offs_d.to(tl.int64)
     row_mask = offs_m < seq_len
-    tile_mask = row_mask[:, None] & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_ptr + batch * stride_qb + head * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=tile_mask, other=0.0)
-    do = tl.load(grad_out_ptr + batch * stride_dob + head * stride_doh + offs_m[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=tile_mask, other=0.0)
-    lse = tl.load(lse_ptr + batch_head.to(tl.int64) * seq_len + offs_m, mask=row_mask, other=0.0)
-    delta = tl.load(delta_ptr + batch_head.to(tl.int64) * seq_len + offs_m, mask=row_mask, other=0.0)
+    q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
+    do = _rows(do_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
+    lse = tl.load(lse_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
+    delta = tl.load(delta_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e), as in the forward kernel
+    qk_scale = sm_scale * LOG2E  # as in the forward kernel
 
     if CAUSAL:
         dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, 0, first_row, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
+            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, first_row, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
+        # Keys past seq_len on the diagonal come after every real row: the causal mask
+        # hides them.
         dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, first_row, tl.minimum(first_row + BLOCK_M, seq_len),
-            HEAD_DIM, BLOCK_N, CAUSAL_MASK=True, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
+            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            first_row, tl.minimum(first_row + BLOCK_M, seq_len), seq_len, BLOCK_N,
+            CAUSAL_MASK=True, BOUNDS_MASK=False,
         )
     else:
         full_end = (seq_len // BLOCK_N) * BLOCK_N
         dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, 0, full_end, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=False, INT64_OFFSETS=INT64_OFFSETS,
+            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
         dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-            offs_m, offs_d, seq_len, qk_scale, full_end, seq_len, HEAD_DIM, BLOCK_N,
-            CAUSAL_MASK=False, BOUNDS_MASK=True, INT64_OFFSETS=INT64_OFFSETS,
+            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
         )
 
-    dq_ptrs = dq_ptr + batch * stride_dqb + head * stride_dqh + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
+    if INT64_OFFSETS:
+        offs_m = offs_m.to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    dq_ptrs = dq_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    tile_mask = row_mask[:, None] & (offs_d[None, :] < HEAD_DIM)
     tl.store(dq_ptrs, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=tile_mask)
 
 
-def _strides(t: torch.Tensor) -> tuple[int, int, int, int]:
-    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
+# Keys and values are read through tensor descriptors (``triton.tools.tensor_descriptor``):
+# a host-side record of a tensor's base, shape and strides that lets ``desc.load`` fetch a
+# whole tile. On Hopper (sm_90) that load is one TMA instruction, an asynchronous copy engine
+# that fills shared memory without using the warps' registers or address arithmetic, and
+# rows past the end of a head come back as zeros. Elsewhere Triton lowers it to ordinary
+# loads. TMA needs the base and every stride but the last to be multiples of 16 bytes.
+TMA_ALIGNMENT = 16
+
+
+def _descriptor_ready(t: torch.Tensor) -> bool:
+    """True when a (batch, heads, seq, head_dim) tensor meets TMA's alignment rules."""
+    nbytes = t.element_size()
+    return (t.stride(3) == 1 and t.data_ptr() % TMA_ALIGNMENT == 0
+            and all(t.stride(i) > 0 and t.stride(i) * nbytes % TMA_ALIGNMENT == 0
+                    for i in range(3) if t.shape[i] > 1))
+
+
+def _tma_layout(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when a descriptor can read it, else a copy that can: contiguous, with
+    ``head_dim`` padded by zeros to a multiple of 16 bytes (zero columns add nothing to
+    ``q @ k^T``, and the extra output columns they give ``p @ v`` are never stored)."""
+    if _descriptor_ready(t):
+        return t
+    head_dim = t.shape[-1]
+    per_row = TMA_ALIGNMENT // t.element_size()
+    padded = torch.zeros((*t.shape[:-1], cdiv(head_dim, per_row) * per_row),
+                         dtype=t.dtype, device=t.device)
+    padded[..., :head_dim] = t
+    return padded
+
+
+def _descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescriptor:
+    """A descriptor over (batch, heads, seq, head_dim) that loads [1, 1, block_rows, block_d]."""
+    # A dimension of size 1 is never stepped along: any aligned stride describes it.
+    strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
+               for size, stride in zip(t.shape, t.stride())]
+    strides[-1] = 1
+    return TensorDescriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
+
+
+def _needs_int64_rows(seq_len: int, head_dim: int) -> bool:
+    """Whether ``row * head_dim`` within one head can pass int32 (the kernels' stores index
+    rows up to a block, at most MAX_BLOCK rows, past seq_len)."""
+    return (seq_len + MAX_BLOCK) * head_dim > INT32_MAX
 
 
 def attention_forward(
@@ -437,15 +458,17 @@ def attention_forward(
     batch, heads, seq_len, head_dim = q.shape
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
+    block_d = next_power_of_2(head_dim)
+    # The autotuner's pre-hook sets each descriptor's tile to the configuration's blocks.
+    q_desc, k_desc, v_desc = (_descriptor(_tma_layout(t), 1, block_d) for t in (q, k, v))
 
     def grid(meta):
         return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    fast_launch(attention_forward_kernel)[grid](
-        q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
-        heads, seq_len, sm_scale,
-        HEAD_DIM=head_dim, BLOCK_D=next_power_of_2(head_dim), CAUSAL=causal,
-        INT64_OFFSETS=needs_int64_offsets(q, k, v, out, lse),
+    attention_forward_kernel[grid](
+        q_desc, k_desc, v_desc, out, lse, heads, seq_len, sm_scale,
+        HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
+        INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim),
     )
     return out, lse
 
@@ -459,34 +482,31 @@ def attention_backward(
     block_d = next_power_of_2(head_dim)
     grad_out = grad_out.contiguous()
     delta = torch.empty_like(lse)
-    int64_offsets = needs_int64_offsets(q, k, v, out, grad_out, lse)
     preprocess_block = 64 if not interpreting() else 16
     preprocess_grid = (cdiv(seq_len, preprocess_block), batch * heads)
     fast_launch(attention_backward_preprocess_kernel)[preprocess_grid](
         out, grad_out, delta, seq_len, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
-        INT64_OFFSETS=int64_offsets,
+        INT64_OFFSETS=needs_int64_offsets(out, grad_out, lse),
     )
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    common = (*_strides(q), *_strides(k), *_strides(v), *_strides(grad_out))
+    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    # One descriptor each for q, k, v and grad_out, shared by both kernels; the pre-hook
+    # sets their tiles before each launch.
+    descriptors = [_descriptor(_tma_layout(t), 1, block_d) for t in (q, k, v, grad_out)]
+    common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
+                  INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim))
 
     def dkdv_grid(meta):
         return (cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
 
-    fast_launch(attention_backward_dkdv_kernel)[dkdv_grid](
-        q, k, v, grad_out, lse, delta, dk, dv, *common, *_strides(dk),
-        heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
-        INT64_OFFSETS=int64_offsets,
+    attention_backward_dkdv_kernel[dkdv_grid](
+        *descriptors, lse, delta, dk, dv, heads, seq_len, sm_scale, **common,
     )
 
     def dq_grid(meta):
         return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    fast_launch(attention_backward_dq_kernel)[dq_grid](
-        q, k, v, grad_out, lse, delta, dq, *common, *_strides(dq),
-        heads, seq_len, sm_scale, HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
-        INT64_OFFSETS=int64_offsets,
+    attention_backward_dq_kernel[dq_grid](
+        *descriptors, lse, delta, dq, heads, seq_len, sm_scale, **common,
     )
     return dq, dk, dv
 
