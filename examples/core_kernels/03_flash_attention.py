@@ -199,13 +199,34 @@ check_step(attention_online, "step 3 (one pass) ")
 # %%
 # Step 4: the production kernel
 # -----------------------------
-# ``triton_guide.attention`` is step 3 with the changes that make it fast and complete.
-# Exponentials are base 2 (``exp2``, with ``log2(e)`` folded into the scale once, as the
-# hardware computes ``2^x`` natively). The loop over key blocks is a helper, called once
-# per range of keys with masking switched on (``tl.constexpr`` flags, compiled away when
-# off) only where it is needed: the one partial key block at the end of the sequence,
-# and, when causal, the blocks on the diagonal. Block shapes and pipeline depth come from
-# ``triton.autotune``:
+# ``triton_guide.attention`` is step 3 with the changes that make it fast and complete,
+# one idea each:
+#
+# * **Tiles through tensor descriptors.** The launcher wraps q, k and v in
+#   ``TensorDescriptor`` objects (base address, shape, strides and the tile to fetch), and
+#   the kernel reads a tile with ``desc.load([batch, head, row, 0])``. On Hopper GPUs that
+#   is one TMA instruction: a copy engine moves the whole tile into shared memory while
+#   the warps compute, with no address arithmetic or masks in registers, and rows past the
+#   end of a head arrive as zeros. On older GPUs Triton turns the same code into ordinary
+#   loads. TMA wants 16-byte aligned strides; an input that has others is first copied
+#   into a layout that has them.
+# * **Software pipelining.** ``num_stages`` asks the compiler to keep that many key and
+#   value tiles in flight, so the next ones load while the tensor cores use the current.
+# * **exp2 with the scale folded in.** The hardware computes ``2^x``. The kernel scales the
+#   row maxima, not every score, by ``sm_scale * log2(e)``; each exponent is then one fused
+#   multiply-add, ``exp2(s * c - m)``.
+# * **Masks only where needed.** ``tl.constexpr`` flags, compiled away when off, switch the
+#   masks on for the one partial key block at the end of the sequence and, when causal,
+#   for the blocks on the diagonal; blocks past the diagonal are never visited.
+# * **Configurations per head size.** ``triton.autotune`` tries four block shapes and
+#   pipeline depths for ``head_dim`` up to 64 and four above, the fastest of a sweep on an
+#   H100 (``TUNED`` in the module), and keeps the best per sequence length.
+#
+# A tile is one (batch, head)'s rows, read through a descriptor, and the loop over key
+# blocks is a helper called once per range of keys:
+#
+# .. literalinclude:: /../triton_guide/attention.py
+#    :pyobject: _rows
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _forward_block_loop
@@ -306,7 +327,8 @@ print(f"the GPU assumed in the first cell needs {ridge:.0f} FLOP/B to be compute
 # where ``s`` is the softmax scale. Storing ``P`` would bring back the N x N matrix, so the
 # backward kernels recompute it from ``Q``, ``K`` and the saved log-sum-exp:
 # ``P = exp2(S * scale * log2(e) - lse)``. A small kernel first computes ``Delta``. Then one
-# kernel owns a block of keys and accumulates ``dK`` and ``dV`` over all query blocks:
+# kernel owns a block of keys and accumulates ``dK`` and ``dV`` over all query blocks,
+# reading the query and ``dO`` tiles through descriptors as the forward reads keys:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _dkdv_block_loop
@@ -480,6 +502,8 @@ benchmark(backward=True, causal=True)
 #   then the masks, ``exp2`` and autotuning that make it fast.
 # * The backward pass trades memory for arithmetic: recompute ``P`` from the log-sum-exp.
 # * Mask only the blocks that need it, and skip the blocks a causal mask hides completely.
+# * On Hopper, read tiles through tensor descriptors: the TMA engine fetches them while
+#   the warps compute.
 #
 # Used here: :func:`triton_guide.attention`, :func:`triton_guide.attention_reference`,
 # :func:`triton_guide.attention_steps.attention_two_pass`,
