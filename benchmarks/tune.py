@@ -265,59 +265,182 @@ def tune_softmax(shapes, dtypes):
 # attention
 # ---------------------------------------------------------------------------------------
 
-ATTENTION_FORWARD_CANDIDATES = [
-    (128, 64, 3, 4), (128, 64, 4, 8), (128, 128, 3, 8), (128, 128, 2, 8), (128, 64, 2, 4),
-    (64, 64, 3, 4), (64, 64, 4, 4), (128, 32, 3, 4), (64, 32, 3, 4),
+# (BLOCK_M, BLOCK_N, num_stages, num_warps) per kernel and head_dim.
+ATTENTION_CANDIDATES = {
+    ("forward", 64): [(128, 128, 3, 4), (128, 128, 2, 4), (128, 128, 4, 4), (128, 64, 4, 4),
+                      (128, 64, 3, 4), (64, 64, 3, 4), (256, 64, 2, 8), (256, 64, 3, 8),
+                      (256, 128, 2, 8), (128, 128, 3, 8)],
+    ("forward", 128): [(128, 64, 2, 4), (128, 64, 1, 4), (128, 32, 2, 4), (128, 64, 2, 8),
+                       (128, 128, 3, 8), (64, 64, 3, 4), (64, 64, 2, 4), (256, 64, 2, 8),
+                       (256, 64, 3, 8), (256, 32, 2, 8)],
+    ("dkdv", 64): [(64, 64, 3, 4), (32, 64, 3, 4), (32, 128, 5, 4), (64, 64, 4, 4),
+                   (64, 128, 3, 8), (64, 64, 2, 4), (32, 64, 4, 4), (64, 128, 4, 4)],
+    ("dkdv", 128): [(64, 128, 3, 8), (64, 128, 4, 8), (32, 128, 3, 8), (128, 128, 2, 8),
+                    (32, 64, 3, 4), (64, 64, 3, 8), (32, 128, 4, 8), (64, 128, 5, 8)],
+    ("dq", 64): [(128, 64, 3, 8), (128, 64, 4, 8), (64, 64, 3, 4), (64, 32, 3, 4),
+                 (128, 128, 3, 8), (64, 64, 4, 4), (128, 64, 2, 8), (64, 64, 2, 4)],
+    ("dq", 128): [(128, 64, 3, 8), (128, 64, 4, 8), (128, 32, 3, 4), (128, 128, 2, 8),
+                  (128, 32, 3, 8), (64, 64, 3, 8), (128, 64, 5, 8), (64, 32, 3, 4)],
+}
+
+ATTENTION_CASES = [  # (dtype, batch, heads, seq, head_dim); each causal and full
+    (torch.float16, 16, 32, 1024, 64), (torch.float16, 4, 32, 4096, 64),
+    (torch.float16, 1, 32, 16384, 64), (torch.float16, 32, 16, 1024, 128),
+    (torch.float16, 8, 16, 4096, 128), (torch.float16, 2, 16, 16384, 128),
+    (torch.float16, 16, 16, 2048, 128), (torch.bfloat16, 2, 16, 16384, 128),
 ]
 
 
-def tune_attention_forward(cases):
+class AttentionProblem:
+    """Inputs, outputs and the backward's intermediates of one attention case."""
+
+    def __init__(self, dtype, batch, heads, seq, dim, causal, device="cuda"):
+        import triton_guide.attention  # noqa: F401  (the package's __init__ shadows it)
+        import sys
+
+        self.mod = sys.modules["triton_guide.attention"]
+        shape = (batch, heads, seq, dim)
+        self.q, self.k, self.v, self.do = (torch.randn(shape, device=device, dtype=dtype)
+                                           for _ in range(4))
+        self.out, self.dq, self.dk, self.dv = (torch.empty_like(self.q) for _ in range(4))
+        self.lse = torch.empty(batch * heads, seq, device=device, dtype=torch.float32)
+        self.delta = torch.empty_like(self.lse)
+        self.heads, self.seq, self.dim, self.causal = heads, seq, dim, causal
+        self.batch_heads = batch * heads
+        self.scale = 1 / math.sqrt(dim)
+
+    def runner(self, kind, cfg):
+        """A no-argument callable that runs one kernel with one configuration."""
+        bm, bn, stages, warps = cfg
+        m = self.mod
+        rows = {"q": bm, "do": bm, "k": bn, "v": bn}
+        desc = {name: m._descriptor(getattr(self, name), rows[name], self.dim)
+                for name in rows}
+        meta = dict(HEAD_DIM=self.dim, BLOCK_D=self.dim, CAUSAL=self.causal, BLOCK_M=bm,
+                    BLOCK_N=bn, num_stages=stages, num_warps=warps)
+        common = (self.heads, self.seq, self.scale)
+        if kind == "forward":
+            grid = (triton.cdiv(self.seq, bm), self.batch_heads)
+            return lambda: m.attention_forward_kernel.fn[grid](
+                desc["q"], desc["k"], desc["v"], self.out, self.lse, *common, **meta)
+        descs = (desc["q"], desc["k"], desc["v"], desc["do"], self.lse, self.delta)
+        if kind == "dkdv":
+            grid = (triton.cdiv(self.seq, bn), self.batch_heads)
+            return lambda: m.attention_backward_dkdv_kernel.fn[grid](
+                *descs, self.dk, self.dv, *common, **meta)
+        grid = (triton.cdiv(self.seq, bm), self.batch_heads)
+        return lambda: m.attention_backward_dq_kernel.fn[grid](*descs, self.dq, *common, **meta)
+
+    def preprocess(self):
+        m = self.mod
+        grid = (triton.cdiv(self.seq, 64), self.batch_heads)
+        return lambda: m.attention_backward_preprocess_kernel[grid](
+            self.out, self.do, self.delta, self.seq, HEAD_DIM=self.dim, BLOCK_D=self.dim,
+            BLOCK_M=64)
+
+
+def _compile_jobs(jobs):
+    """Run each (kind, cfg, dtype, dim, causal) once at a small size: fills Triton's cache."""
+    for kind, cfg, dtype, dim, causal in jobs:
+        problem = AttentionProblem(dtype, 1, 16, 256, dim, causal)
+        try:
+            problem.runner("forward", ATTENTION_CANDIDATES[("forward", dim)][0])()
+            if kind != "forward":
+                problem.preprocess()()
+            problem.runner(kind, cfg)()
+        except Exception:  # out of shared memory: tune_attention reports it
+            pass
+    torch.cuda.synchronize()
+
+
+def precompile_attention(workers=12):
+    """Compile every candidate in parallel processes before timing (compiling is the slow
+    part of a sweep, and Triton's on-disk cache carries the result to this process)."""
+    import multiprocessing as mp
+
+    jobs = sorted({(kind, cfg, dtype, dim, causal)
+                   for dtype, _, _, _, dim in ATTENTION_CASES for causal in (False, True)
+                   for (kind, d), cfgs in ATTENTION_CANDIDATES.items() if d == dim
+                   for cfg in cfgs}, key=str)
+    chunks = [jobs[i::workers] for i in range(workers)]
+    with mp.get_context("spawn").Pool(workers) as pool:
+        pool.map(_compile_jobs, chunks)
+    return len(jobs)
+
+
+def tune_attention():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    from triton_guide.attention import attention_forward_kernel
-
-    kernel = attention_forward_kernel.fn
-    print("attention forward: best candidate (TFLOP/s), cuDNN and flash in the same run")
-    for dtype, batch, heads, seq, dim, causal in cases:
-        if True:
-            q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=dtype)
-                       for _ in range(3))
-            out = torch.empty_like(q)
-            lse = torch.empty(batch * heads, seq, device="cuda", dtype=torch.float32)
+    start = time.time()
+    print(f"compiled {precompile_attention()} kernels in {time.time() - start:.0f} s", flush=True)
+    print("attention: best candidate per kernel (TFLOP/s, ms); cuDNN and flash in the same run")
+    ratios = {"forward": [], "backward": []}
+    for dtype, batch, heads, seq, dim in ATTENTION_CASES:
+        for causal in (False, True):
+            p = AttentionProblem(dtype, batch, heads, seq, dim, causal)
             flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
+            tag = f"{str(dtype)[6:]} B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
+            q, k, v = (t.detach().clone().requires_grad_() for t in (p.q, p.k, p.v))
             base = {}
             for name, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION),
                                   ("flash", SDPBackend.FLASH_ATTENTION)):
                 def sdpa():
                     with sdpa_kernel(backend):
                         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                base[name] = tflop_per_s(flops, median_ms(sdpa))
-            ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            results = []
-            for bm, bn, s, w in ATTENTION_FORWARD_CANDIDATES:
-                grid = (triton.cdiv(seq, bm), batch * heads)
-
-                def run():
-                    kernel[grid](q, k, v, out, lse, *q.stride(), *k.stride(), *v.stride(),
-                                 *out.stride(), heads, seq, 1 / math.sqrt(dim), HEAD_DIM=dim,
-                                 BLOCK_D=dim, CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn,
-                                 num_stages=s, num_warps=w)
-                try:
-                    run()
-                    err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                    if not err < 2e-2:
-                        results.append((0.0, (bm, bn, s, w)))
-                        continue
-                    results.append((tflop_per_s(flops, median_ms(run)), (bm, bn, s, w)))
-                except Exception:
-                    results.append((0.0, (bm, bn, s, w)))
-            results.sort(reverse=True)
-            top = "  ".join(f"{r:5.0f}@{c}" for r, c in results[:3])
-            tag = f"B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
-            print(f"{str(dtype)[6:]:>8} {tag:<28} cuDNN {base['cuDNN']:5.0f} flash "
-                  f"{base['flash']:5.0f} best {results[0][0] / base['cuDNN']:4.2f}x cuDNN | {top}",
-                  flush=True)
+                ref = sdpa()
+                base[name] = median_ms(sdpa)
+                base[name + " bwd"] = median_ms(lambda: ref.backward(p.do, retain_graph=True))
+            q.grad = k.grad = v.grad = None
+            ref_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            ref_out.backward(p.do)
+            expected = {"forward": (ref_out.float(),),
+                        "dkdv": (k.grad.float(), v.grad.float()), "dq": (q.grad.float(),)}
+            produced = {"forward": (p.out,), "dkdv": (p.dk, p.dv), "dq": (p.dq,)}
+            best = {}
+            for kind in ("forward", "dkdv", "dq"):
+                results = []
+                for cfg in ATTENTION_CANDIDATES[(kind, dim)]:
+                    run = p.runner(kind, cfg)
+                    try:
+                        for t in produced[kind]:
+                            t.fill_(float("nan"))
+                        run()
+                        err = max(((t.float() - e).norm() / e.norm()).item()
+                                  for t, e in zip(produced[kind], expected[kind]))
+                        if not err < 2e-2:
+                            results.append((math.inf, cfg, f"wrong {err:.1e}"))
+                            continue
+                        results.append((median_ms(run), cfg, ""))
+                    except Exception as e:
+                        results.append((math.inf, cfg, type(e).__name__))
+                results.sort()
+                best[kind] = results[0]
+                top = "  ".join(f"{ms:7.3f}@{c}{f' {why}' if why else ''}"
+                                for ms, c, why in results[:4])
+                failed = [f"{c} {why}" for ms, c, why in results if why]
+                print(f"  {tag:<34} {kind:<8} {top}" + (f" | failed: {failed}" if failed else ""),
+                      flush=True)
+                if kind == "forward":
+                    p.runner(kind, best[kind][1])()  # the backward reads out and lse
+                    p.preprocess()()
+            fwd = best["forward"][0]
+            bwd = median_ms(p.preprocess()) + best["dkdv"][0] + best["dq"][0]
+            ratios["forward"].append(base["cuDNN"] / fwd)
+            ratios["backward"].append(base["cuDNN bwd"] / bwd)
+            print(f"{tag:<34} fwd {tflop_per_s(flops, fwd):5.0f} (cuDNN "
+                  f"{tflop_per_s(flops, base['cuDNN']):5.0f} flash "
+                  f"{tflop_per_s(flops, base['flash']):5.0f}) {base['cuDNN'] / fwd:4.2f}x | bwd "
+                  f"{tflop_per_s(2.5 * flops, bwd):5.0f} (cuDNN "
+                  f"{tflop_per_s(2.5 * flops, base['cuDNN bwd']):5.0f} flash "
+                  f"{tflop_per_s(2.5 * flops, base['flash bwd']):5.0f}) "
+                  f"{base['cuDNN bwd'] / bwd:4.2f}x", flush=True)
+            del p, q, k, v, ref, ref_out
+            torch.cuda.empty_cache()
+    for kind, values in ratios.items():
+        geo = math.exp(sum(map(math.log, values)) / len(values))
+        print(f"attention {kind}: best per case vs cuDNN, geometric mean {geo:.3f}, "
+              f"min {min(values):.2f}")
 
 
 def main():
@@ -337,13 +460,7 @@ def main():
     if "softmax" in args.what:
         tune_softmax(SOFTMAX_SHAPES, (torch.float32, torch.float16, torch.bfloat16))
     if "attention" in args.what:
-        f16, bf16 = torch.float16, torch.bfloat16
-        cases = [(f16, 16, 16, 1024, 64, True), (bf16, 16, 16, 1024, 64, True),
-                 (f16, 16, 16, 1024, 64, False), (f16, 4, 32, 4096, 64, True),
-                 (f16, 4, 32, 4096, 128, False), (f16, 4, 32, 16384, 128, False),
-                 (f16, 4, 32, 16384, 128, True), (f16, 4, 32, 16384, 64, False),
-                 (f16, 16, 16, 1024, 128, True), (bf16, 4, 32, 4096, 128, False)]
-        tune_attention_forward(cases)
+        tune_attention()
     print(f"done in {time.time() - start:.0f} s")
 
 
