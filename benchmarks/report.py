@@ -7,11 +7,12 @@ Ratios are ours / baseline, both measured in this run, with the ceilings (copy b
 large cuBLAS GEMM) measured first. The first call of each matmul shape includes the
 autotuner's compilations and timings: its wall time is printed as ``tune``. Needs a CUDA GPU.
 
-Softmax and matmul are timed two ways. The main columns are GPU time (``gpu_ms``: calls on
-rotating copies of the inputs, replayed from a CUDA graph, so the L2 cache is cold and the
-host's launch time is left out): what the kernels cost. ``as called`` is ``do_bench`` on one
-call as a Python program makes it: where a kernel takes less time than the host needs to
-launch it, that column times the host, ours and torch's alike.
+Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
+(``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
+cache is cold and the host's launch time is left out): what the kernels cost. ``as called``
+is ``do_bench`` on one call as a Python program makes it: where a kernel takes less time
+than the host needs to launch it, that column times the host, ours and torch's alike. The
+attention backward (``out.backward`` through autograd) is timed as called only.
 """
 
 from __future__ import annotations
@@ -173,8 +174,17 @@ def attention(lengths, head_dims, dtypes):
                     fns |= {name: sdpa(b, causal) for name, b in backends.items()}
                     tag = (f"{dtype_name} B{batch} H{heads} N{seq} d{head_dim} "
                            f"{'causal' if causal else 'full'}")
-                    forward = {name: tflop_per_s(flops, median_ms(lambda f=f: f(q, k, v)))
+                    # GPU time on inputs without gradients (rotating copies, a CUDA graph).
+                    copies = [tuple(t.detach() for t in (q, k, v))] + [
+                        tuple(torch.randn_like(q, requires_grad=False) for _ in range(3))
+                        for _ in range(copies_for_cold_cache(3 * q.numel() * q.itemsize) - 1)]
+                    forward = {name: tflop_per_s(flops, gpu_ms([lambda f=f, x=x: f(*x)
+                                                                for x in copies]))
                                for name, f in fns.items()}
+                    del copies
+                    called = as_called("attention fwd", tag, lambda: fns["ours"](q, k, v),
+                                       "cuDNN", lambda: fns["cuDNN"](q, k, v),
+                                       lambda ms: tflop_per_s(flops, ms))
                     grad = torch.randn(shape, device="cuda", dtype=DTYPES[dtype_name])
 
                     def backward_of(fn):
@@ -184,8 +194,8 @@ def attention(lengths, head_dims, dtypes):
                     backward = {name: tflop_per_s(2.5 * flops, median_ms(backward_of(f)))
                                 for name, f in fns.items()}
                     ours_fwd, ours_bwd = forward.pop("ours"), backward.pop("ours")
-                    row("attention fwd", tag, ours_fwd, forward, "TFLOP/s")
-                    row("attention bwd", tag, ours_bwd, backward, "TFLOP/s")
+                    row("attention fwd", tag, ours_fwd, forward, "TFLOP/s", called)
+                    row("attention bwd", tag, ours_bwd, backward, "TFLOP/s", "  | as called")
                     del q, k, v, grad
                 torch.cuda.empty_cache()
 
