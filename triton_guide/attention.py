@@ -80,9 +80,9 @@ def _config(block_m: int, block_n: int, stages: int, warps: int) -> triton.Confi
 # (BLOCK_M, BLOCK_N, num_stages, num_warps) that the autotuner tries, for head_dim up to 64
 # and above 64: the four fastest of 8-10 candidates per kernel in `benchmarks/tune.py
 # attention` on an H100 (log 2026-11-23-h100-tune-attention-*.log). The forward and dq
-# kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Each kernel's tiles
-# must fit in shared memory (227 KiB on an H100): a float32 input that does not fit fails
-# to compile for that configuration, and the autotuner skips it.
+# kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Float32 tiles take
+# twice the shared memory of float16 ones, and most of these overflow an H100's 227 KiB
+# at head_dim 128: float32 gets one smaller configuration per kernel instead.
 TUNED = {
     "forward": {64: [(128, 128, 3, 4), (128, 64, 3, 4), (128, 64, 4, 4), (64, 64, 3, 4)],
                 128: [(128, 64, 2, 4), (128, 128, 3, 8), (256, 64, 3, 8), (64, 64, 3, 4)]},
@@ -91,21 +91,26 @@ TUNED = {
     "dq": {64: [(128, 64, 4, 8), (128, 64, 3, 8), (64, 64, 2, 4), (64, 64, 3, 4)],
            128: [(128, 64, 3, 8), (128, 64, 4, 8), (128, 64, 5, 8), (128, 128, 2, 8)]},
 }
+FLOAT32 = {"forward": (64, 32, 2, 4), "dkdv": (32, 64, 2, 4), "dq": (64, 32, 2, 4)}
 INTERPRETER_BLOCKS = {"forward": (32, 16), "dkdv": (16, 32), "dq": (32, 16)}  # small, quick
 MAX_BLOCK = max(max(c[:2]) for table in TUNED.values() for cs in table.values() for c in cs)
 
 
 def _autotune(kernel: str):
-    """``triton.autotune`` over the kernel's tuned configurations for the call's head_dim."""
+    """``triton.autotune`` over the kernel's tuned configurations for the call's head_dim
+    (or the one for float32)."""
     if interpreting():
         return triton.autotune([_config(*INTERPRETER_BLOCKS[kernel], 1, 4)],
                                key=["seq_len", "HEAD_DIM", "CAUSAL"])
     by_width = {width: [_config(*c) for c in cs] for width, cs in TUNED[kernel].items()}
+    float32 = [_config(*FLOAT32[kernel])]
 
     def for_head_dim(configs, named_args, **kwargs):
+        if named_args["q_desc"].base.dtype == torch.float32:
+            return float32
         return by_width[64 if kwargs["BLOCK_D"] <= 64 else 128]
 
-    return triton.autotune([c for cs in by_width.values() for c in cs],
+    return triton.autotune([c for cs in by_width.values() for c in cs] + float32,
                            key=["seq_len", "HEAD_DIM", "CAUSAL"],
                            prune_configs_by={"early_config_prune": for_head_dim})
 
