@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from triton_guide.attention import _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
 
 # ---------------------------------------------------------------------------------------
@@ -291,6 +292,43 @@ ATTENTION_CASES = [  # (dtype, batch, heads, seq, head_dim); each causal and ful
 ]
 
 
+# An experiment, not the package's kernel: the forward kernel made persistent (one program
+# per SM slot, looping over (query block, head) tiles), so that a short sequence's few
+# key blocks per tile do not leave the prologue and epilogue exposed. Full attention, seq_len
+# a multiple of BLOCK_N. ``python benchmarks/tune.py attention_persistent``.
+@triton.jit
+def attention_forward_persistent_kernel(
+    q_desc, k_desc, v_desc, out_ptr, lse_ptr, num_heads, seq_len, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_TILES_BH: tl.constexpr = 0,
+    FLATTEN: tl.constexpr = False,  # tl.range(flatten=True) fails to compile in Triton 3.6
+):
+    num_blocks = tl.cdiv(seq_len, BLOCK_M)
+    num_tiles = num_blocks * NUM_TILES_BH
+    qk_scale = sm_scale * 1.4426950408889634
+    full_end = (seq_len // BLOCK_N) * BLOCK_N
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
+        batch_head = tile // num_blocks
+        first_row = (tile % num_blocks) * BLOCK_M
+        batch = batch_head // num_heads
+        head = batch_head % num_heads
+        offs_m = first_row + tl.arange(0, BLOCK_M)
+        q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
+        row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
+        row_sum = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        acc, row_sum, row_max = _forward_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False)
+        acc = acc / row_sum[:, None]
+        head_rows = batch_head.to(tl.int64) * seq_len
+        row_mask = offs_m < seq_len
+        tl.store(lse_ptr + head_rows + offs_m, row_max + tl.math.log2(row_sum), mask=row_mask)
+        offs_d = tl.arange(0, BLOCK_D)
+        tl.store(out_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                 acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None])
+
+
 class AttentionProblem:
     """Inputs, outputs and the backward's intermediates of one attention case."""
 
@@ -319,6 +357,14 @@ class AttentionProblem:
         meta = dict(HEAD_DIM=self.dim, BLOCK_D=self.dim, CAUSAL=self.causal, BLOCK_M=bm,
                     BLOCK_N=bn, num_stages=stages, num_warps=warps)
         common = (self.heads, self.seq, self.scale)
+        if kind.startswith("persistent"):  # persistent<programs per SM>[_flat]
+            per_sm = int(kind[len("persistent"):].split("_")[0])
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            tiles = triton.cdiv(self.seq, bm) * self.batch_heads
+            grid = (min(tiles, per_sm * sms),)
+            meta.update(NUM_TILES_BH=self.batch_heads, FLATTEN=kind.endswith("_flat"))
+            return lambda: attention_forward_persistent_kernel[grid](
+                desc["q"], desc["k"], desc["v"], self.out, self.lse, *common, **meta)
         if kind == "forward":
             grid = (triton.cdiv(self.seq, bm), self.batch_heads)
             return lambda: m.attention_forward_kernel.fn[grid](
@@ -368,16 +414,22 @@ def precompile_attention(workers=12):
     return len(jobs)
 
 
-def tune_attention():
+KINDS = ("forward", "dkdv", "dq")
+CAUSALS = (False, True)
+
+
+def tune_attention(precompile=True):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    start = time.time()
-    print(f"compiled {precompile_attention()} kernels in {time.time() - start:.0f} s", flush=True)
+    if precompile:
+        start = time.time()
+        print(f"compiled {precompile_attention()} kernels in {time.time() - start:.0f} s",
+              flush=True)
     print("attention: best candidate per kernel (TFLOP/s, ms); cuDNN and flash in the same run")
     ratios = {"forward": [], "backward": []}
     for dtype, batch, heads, seq, dim in ATTENTION_CASES:
-        for causal in (False, True):
+        for causal in CAUSALS:
             p = AttentionProblem(dtype, batch, heads, seq, dim, causal)
             flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
             tag = f"{str(dtype)[6:]} B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
@@ -397,10 +449,13 @@ def tune_attention():
             expected = {"forward": (ref_out.float(),),
                         "dkdv": (k.grad.float(), v.grad.float()), "dq": (q.grad.float(),)}
             produced = {"forward": (p.out,), "dkdv": (p.dk, p.dv), "dq": (p.dq,)}
+            for kind in KINDS:
+                expected.setdefault(kind, expected["forward"])
+                produced.setdefault(kind, produced["forward"])
             best = {}
-            for kind in ("forward", "dkdv", "dq"):
+            for kind in KINDS:
                 results = []
-                for cfg in ATTENTION_CANDIDATES[(kind, dim)]:
+                for cfg in ATTENTION_CANDIDATES[("forward" if kind not in ("dkdv", "dq") else kind, dim)]:
                     run = p.runner(kind, cfg)
                     try:
                         for t in produced[kind]:
@@ -424,6 +479,8 @@ def tune_attention():
                 if kind == "forward":
                     p.runner(kind, best[kind][1])()  # the backward reads out and lse
                     p.preprocess()()
+            if "dkdv" not in best:
+                continue
             fwd = best["forward"][0]
             bwd = median_ms(p.preprocess()) + best["dkdv"][0] + best["dq"][0]
             ratios["forward"].append(base["cuDNN"] / fwd)
@@ -438,6 +495,8 @@ def tune_attention():
             del p, q, k, v, ref, ref_out
             torch.cuda.empty_cache()
     for kind, values in ratios.items():
+        if not values:
+            continue
         geo = math.exp(sum(map(math.log, values)) / len(values))
         print(f"attention {kind}: best per case vs cuDNN, geometric mean {geo:.3f}, "
               f"min {min(values):.2f}")
@@ -446,7 +505,8 @@ def tune_attention():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="+",
-                        choices=["matmul", "matmul_aligned", "softmax", "attention"])
+                        choices=["matmul", "matmul_aligned", "softmax", "attention",
+                                 "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -461,6 +521,16 @@ def main():
         tune_softmax(SOFTMAX_SHAPES, (torch.float32, torch.float16, torch.bfloat16))
     if "attention" in args.what:
         tune_attention()
+    if "attention_persistent" in args.what:  # the experiment above, full attention only
+        global KINDS, CAUSALS, ATTENTION_CASES
+        KINDS, CAUSALS = ("forward", "persistent1", "persistent2"), (False,)
+        f16, bf16 = torch.float16, torch.bfloat16
+        ATTENTION_CASES = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128),
+                           (f16, 16, 32, 1024, 64), (f16, 2, 16, 16384, 128),
+                           (bf16, 32, 16, 1024, 128)]
+        ATTENTION_CANDIDATES[("forward", 128)] = [(128, 64, 2, 4), (128, 128, 3, 8), (64, 64, 3, 4)]
+        ATTENTION_CANDIDATES[("forward", 64)] = [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]
+        tune_attention(precompile=False)
     print(f"done in {time.time() - start:.0f} s")
 
 
