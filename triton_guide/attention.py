@@ -240,7 +240,8 @@ def attention_backward_preprocess_kernel(
     offsets = batch_head * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     out = tl.load(out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     grad_out = tl.load(grad_out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    tl.store(delta_ptr + batch_head * seq_len + offs_m, tl.sum(out * grad_out, axis=1), mask=offs_m < seq_len)
+    delta = tl.sum(out * grad_out, axis=1)
+    tl.store(delta_ptr + batch_head * seq_len + offs_m, delta, mask=offs_m < seq_len)
 
 
 @triton.jit
@@ -487,6 +488,9 @@ def attention_backward(
     block_d = next_power_of_2(head_dim)
     grad_out = grad_out.contiguous()
     delta = torch.empty_like(lse)
+    # Rows per program of the delta kernel: 64 rows of out and grad_out are 32 KiB at
+    # head_dim 128 in float16, enough loads in flight per program for a kernel that only
+    # streams them once (16 keeps the interpreter quick). Not tuned.
     preprocess_block = 64 if not interpreting() else 16
     preprocess_grid = (cdiv(seq_len, preprocess_block), batch * heads)
     fast_launch(attention_backward_preprocess_kernel)[preprocess_grid](
@@ -574,9 +578,10 @@ def attention(
     """``softmax(q @ k^T * sm_scale) @ v`` by flash attention, differentiable once.
 
     ``q``, ``k``, ``v``: tensors of one shape (batch, heads, seq, head_dim) and one floating
-    dtype, any strides; ``head_dim`` from 16 to 128. On a GPU, float32 inputs are multiplied
-    as tf32 (Triton's default for ``tl.dot``), so large scores lose precision: prefer float16
-    or bfloat16. ``causal`` (a bool, numpy's included) hides from query ``i`` every
+    dtype, any strides (a layout TMA cannot read, such as rows that are not a multiple of 16
+    bytes, costs a copy of that input); ``head_dim`` from 16 to 128. On a GPU, float32
+    inputs are multiplied as tf32 (Triton's default for ``tl.dot``), so large scores lose
+    precision: prefer float16 or bfloat16. ``causal`` (a bool, numpy's included) hides from query ``i`` every
     key after position ``i``. ``sm_scale`` (any positive real number) defaults to
     ``1 / sqrt(head_dim)``. A second derivative (``create_graph=True``, then backward
     through the gradient) raises a RuntimeError.
