@@ -11,6 +11,7 @@ What it found, and what did not help, is kept in ``benchmarks/NOTES.md``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import time
 
@@ -18,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_guide.attention import _forward_block_loop, _rows
+from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
 
 # ---------------------------------------------------------------------------------------
@@ -305,7 +306,7 @@ def attention_forward_persistent_kernel(
 ):
     num_blocks = tl.cdiv(seq_len, BLOCK_M)
     num_tiles = num_blocks * NUM_TILES_BH
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     full_end = (seq_len // BLOCK_N) * BLOCK_N
     for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
         batch_head = tile // num_blocks
@@ -333,10 +334,8 @@ class AttentionProblem:
     """Inputs, outputs and the backward's intermediates of one attention case."""
 
     def __init__(self, dtype, batch, heads, seq, dim, causal, device="cuda"):
-        import triton_guide.attention  # noqa: F401  (the package's __init__ shadows it)
-        import sys
-
-        self.mod = sys.modules["triton_guide.attention"]
+        # The module, not the function the package's __init__ exports under its name.
+        self.mod = importlib.import_module("triton_guide.attention")
         shape = (batch, heads, seq, dim)
         self.q, self.k, self.v, self.do = (torch.randn(shape, device=device, dtype=dtype)
                                            for _ in range(4))
@@ -400,8 +399,9 @@ def _compile_jobs(jobs):
 
 
 def precompile_attention(workers=12):
-    """Compile every candidate in parallel processes before timing (compiling is the slow
-    part of a sweep, and Triton's on-disk cache carries the result to this process)."""
+    """Compile every candidate of ``tune_attention()``'s default sweep in parallel processes
+    before timing (compiling is the slow part of a sweep, and Triton's on-disk cache carries
+    the result to this process)."""
     import multiprocessing as mp
 
     jobs = sorted({(kind, cfg, dtype, dim, causal)
@@ -414,11 +414,10 @@ def precompile_attention(workers=12):
     return len(jobs)
 
 
-KINDS = ("forward", "dkdv", "dq")
-CAUSALS = (False, True)
-
-
-def tune_attention(precompile=True):
+def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
+                   causals=(False, True), candidates=ATTENTION_CANDIDATES, precompile=True):
+    """Time each candidate of each kernel in ``kinds`` (those other than dkdv and dq are
+    forward variants, checked against the forward's output) on every case."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
@@ -428,8 +427,8 @@ def tune_attention(precompile=True):
               flush=True)
     print("attention: best candidate per kernel (TFLOP/s, ms); cuDNN and flash in the same run")
     ratios = {"forward": [], "backward": []}
-    for dtype, batch, heads, seq, dim in ATTENTION_CASES:
-        for causal in CAUSALS:
+    for dtype, batch, heads, seq, dim in cases:
+        for causal in causals:
             p = AttentionProblem(dtype, batch, heads, seq, dim, causal)
             flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
             tag = f"{str(dtype)[6:]} B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
@@ -449,13 +448,13 @@ def tune_attention(precompile=True):
             expected = {"forward": (ref_out.float(),),
                         "dkdv": (k.grad.float(), v.grad.float()), "dq": (q.grad.float(),)}
             produced = {"forward": (p.out,), "dkdv": (p.dk, p.dv), "dq": (p.dq,)}
-            for kind in KINDS:
+            for kind in kinds:
                 expected.setdefault(kind, expected["forward"])
                 produced.setdefault(kind, produced["forward"])
             best = {}
-            for kind in KINDS:
+            for kind in kinds:
                 results = []
-                for cfg in ATTENTION_CANDIDATES[("forward" if kind not in ("dkdv", "dq") else kind, dim)]:
+                for cfg in candidates[(kind if kind in ("dkdv", "dq") else "forward", dim)]:
                     run = p.runner(kind, cfg)
                     try:
                         for t in produced[kind]:
@@ -522,15 +521,13 @@ def main():
     if "attention" in args.what:
         tune_attention()
     if "attention_persistent" in args.what:  # the experiment above, full attention only
-        global KINDS, CAUSALS, ATTENTION_CASES
-        KINDS, CAUSALS = ("forward", "persistent1", "persistent2"), (False,)
         f16, bf16 = torch.float16, torch.bfloat16
-        ATTENTION_CASES = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128),
-                           (f16, 16, 32, 1024, 64), (f16, 2, 16, 16384, 128),
-                           (bf16, 32, 16, 1024, 128)]
-        ATTENTION_CANDIDATES[("forward", 128)] = [(128, 64, 2, 4), (128, 128, 3, 8), (64, 64, 3, 4)]
-        ATTENTION_CANDIDATES[("forward", 64)] = [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]
-        tune_attention(precompile=False)
+        cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 16, 32, 1024, 64),
+                 (f16, 2, 16, 16384, 128), (bf16, 32, 16, 1024, 128)]
+        candidates = {("forward", 128): [(128, 64, 2, 4), (128, 128, 3, 8), (64, 64, 3, 4)],
+                      ("forward", 64): [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]}
+        tune_attention(cases, ("forward", "persistent1", "persistent2"), (False,), candidates,
+                       precompile=False)
     print(f"done in {time.time() - start:.0f} s")
 
 
