@@ -70,12 +70,18 @@ print("x + y =", vector_add(x, y, block_size=block_size).tolist())
 # ordinary Python tools work inside it: ``print``, ``breakpoint()`` (then ``p offsets``
 # at the pdb prompt), a debugger in your editor. A page cannot type at a pdb prompt, so
 # here ``sys.settrace`` does the stepping: :func:`~triton_guide.debugging.trace_kernel`
-# records every line each program runs, with its local variables.
+# records every line each program runs and the variables that line assigned.
 # :func:`~triton_guide.debugging.interpreted` gives the interpreted kernel even on a GPU
 # machine, so this cell prints the same thing everywhere.
 #
 # .. literalinclude:: /../triton_guide/debugging.py
 #    :pyobject: trace_kernel
+
+
+def shown(value: object) -> object:
+    """A traced value as a number or a list."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
 
 out = torch.empty(n)
 steps = trace_kernel(
@@ -84,15 +90,16 @@ steps = trace_kernel(
         x.cpu(), y.cpu(), out, n, BLOCK_SIZE=block_size),
 )
 last_program = grid[0] - 1
-print(f"{len(steps)} lines executed by {grid[0]} programs; program {last_program}:")
-seen: dict[str, object] = {}
-for step in (s for s in steps if s.call == last_program):
+program_steps = [s for s in steps if s.call == last_program]
+first = program_steps[0]
+arguments = {name: shown(value) for name, value in first.values.items()
+             if name not in first.assigned and not name.endswith("_ptr")}
+print(f"{len(steps)} lines executed by {grid[0]} programs; program {last_program}, "
+      f"called with {arguments}:")
+for step in program_steps:
     print(f"  line {step.line}: {step.source}")
-    for name, value in step.values.items():
-        if name not in seen and not name.endswith("_ptr"):
-            shown = value.tolist() if hasattr(value, "tolist") else value
-            print(f"      {name} = {shown}")
-    seen = dict(step.values)
+    for name in step.assigned:
+        print(f"      -> {name} = {shown(step.values[name])}")
 print("out =", out.tolist())
 
 # %%
