@@ -178,14 +178,16 @@ except Exception as error:
 # Run time: ``tl.device_print``
 # -----------------------------
 # ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
-# prints its own elements, one line each, tagged with the program id and the element
-# index, in whatever order the threads reach it. A program runs ``num_warps`` warps of
-# 32 threads; a block of 4 lanes is smaller than that, so several threads hold copies of
-# one element, and each copy prints: count the repeats below before you read meaning into
-# them. The text goes through the CUDA driver
-# to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
-# catches so that it shows on this page. In the interpreter it is a Python ``print``:
-# one line per program, the whole block at once.
+# prints each element it holds, one line per element, tagged with the program id and the
+# element index, in whatever order the threads reach it. A program runs ``num_warps``
+# warps of 32 threads; a block of 4 lanes is smaller than that, so several threads hold
+# copies of one element, and on a GPU each copy prints: there the count column below
+# shows repeats, which say nothing about the kernel. The text goes through the CUDA
+# driver to the C-level standard output, which
+# :func:`~triton_guide.debugging.capture_output` catches so that it shows on this page.
+# The interpreter has no threads: ``tl.device_print`` is a Python ``print``, one line per
+# program with the program id and the whole block, so there every line is printed once.
+# The first line of the output says which of the two ran this page.
 
 with capture_output() as printed:
     roots = checked_sqrt(values, block_size=4, verbose=True)
