@@ -267,8 +267,14 @@ for i in range(4):
 # A negative offset points before the tensor: the kernel reads or writes someone else's
 # memory, or faults. **Fix**: widen to int64 before the multiplication,
 # ``row.to(tl.int64) * row_stride`` (the package's attention kernels do this for their
-# batch and head offsets). This project's launchers refuse tensors of ``2**31`` elements
-# or more with a named error rather than risk it.
+# batch and head offsets, its norm and cross-entropy kernels for their row offsets).
+# int64 arithmetic costs more than int32, so the launchers of
+# :func:`triton_guide.vector_add`, :func:`triton_guide.transpose`,
+# :func:`triton_guide.softmax` and :func:`triton_guide.matmul` widen only when they
+# must: once per launch they ask
+# :func:`~triton_guide.validation.needs_int64_offsets` whether any offset can pass
+# ``2**31 - 1``, and pass the answer as the constexpr ``INT64_OFFSETS``, which selects a
+# compiled variant of the kernel that computes its offsets in int64.
 
 # %%
 # 7. A block size that is not a power of two
