@@ -204,6 +204,10 @@ class Compiled:
     message: str  # the exception's message, or "" when it compiled
     printed: str  # what the compilation printed (tl.static_print)
     ptx_lines: int  # lines of PTX produced, 0 on an error
+    # The MLIR errors the compiler wrote to standard error, one per line, without the
+    # file and position; they say more than a message such as "error encountered
+    # during parsing".
+    diagnostics: str = ""
 
 
 # Run in a fresh process by compile_kernels: compile each job, print one JSON line each.
@@ -215,7 +219,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 jobs = json.loads(sys.stdin.read())
-for source_path, name, signature, constexprs in jobs:
+for index, (source_path, name, signature, constexprs) in enumerate(jobs):
+    print(f"COMPILING {index}", file=sys.stderr, flush=True)  # splits standard error
     spec = importlib.util.spec_from_file_location("kernels", source_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -264,7 +269,14 @@ def compile_kernels(
                for line in finished.stdout.splitlines() if line.startswith("COMPILED ")]
     if len(results) != len(jobs):
         raise RuntimeError(f"the compiler process failed:\n{finished.stderr[-2000:]}")
-    return [Compiled(**result) for result in results]
+    errors: list[list[str]] = []
+    for line in finished.stderr.splitlines():
+        if line.startswith("COMPILING "):
+            errors.append([])
+        elif ": error: " in line and errors:
+            errors[-1].append(line.split(": error: ", 1)[1])
+    return [Compiled(**result, diagnostics="\n".join(job_errors))
+            for result, job_errors in zip(results, errors)]
 
 
 @dataclass

@@ -137,20 +137,28 @@ else:
     print("its last output lines:", lines[-2:] if lines else "none")
 
 # %%
-# * A small integer is not even accepted as a pointer: Triton passes an integer below
-#   2\ :sup:`31` as 32 bits, and the cast needs 64. ``solve`` refuses such a number
-#   itself; launching the kernel directly shows what the interpreter says (on a GPU this
-#   cell is skipped: there the kernel would dereference the number):
+# * **Cast a small integer.** Neither the interpreter nor the compiler gets as far as
+#   reading memory. An integer below 2\ :sup:`31` arrives as int32, and the cast to a
+#   pointer needs int64; ``solve`` refuses such a number itself, so here the kernel is
+#   launched directly with 12 as each address. The interpreter implements the cast as
+#   a reinterpretation of the integer's bytes, and numpy will not read 4 bytes as an
+#   8-byte address. Compiled (here for an H100, which needs no GPU; a launch on a GPU
+#   compiles the same way), Triton emits the cast and MLIR's verifier rejects its
+#   32-bit operand, so the kernel never compiles and nothing runs:
 
+from triton_guide.debugging import compile_kernels, interpreted  # noqa: E402
 from triton_guide.raw_pointers import vector_add_raw_kernel  # noqa: E402
 
-if runtime.interpreting():
-    try:
-        vector_add_raw_kernel[(1,)](12, 12, 12, 4, BLOCK_SIZE=4)
-    except Exception as error:  # the interpreter wraps what numpy raised
-        print(f"{type(error).__name__}: {error}")
-else:
-    print("(skipped on a GPU)")
+try:
+    interpreted(vector_add_raw_kernel)[(1,)](12, 12, 12, 4, BLOCK_SIZE=4)
+except Exception as error:  # the interpreter wraps what numpy raised
+    print(f"interpreter: {type(error).__name__}: {error}")
+small_addresses = {"a_address": "i32", "b_address": "i32", "c_address": "i32",
+                   "num_elements": "i32", "BLOCK_SIZE": "constexpr"}
+(compiled,) = compile_kernels([(vector_add_raw_kernel, small_addresses,
+                                {"BLOCK_SIZE": 4})])
+print(f"compiler, addresses typed i32: {compiled.error_type}: {compiled.message}")
+print(f"    the MLIR verifier wrote: {compiled.diagnostics}")
 
 # %%
 # Why tensors are the safer interface
@@ -209,4 +217,6 @@ except ValueError as error:
 # Used here: :func:`triton_guide.raw_pointers.solve`,
 # :func:`triton_guide.raw_pointers.run_solve`,
 # :func:`triton_guide.raw_pointers.solve_reference`,
-# :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.
+# :func:`triton_guide.debugging.run_python`,
+# :func:`triton_guide.debugging.interpreted`,
+# :func:`triton_guide.debugging.compile_kernels`, :func:`triton_guide.testing.assert_close`.
