@@ -51,15 +51,19 @@ print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
 # %%
 # The kernel: cast, then use as usual
 # -----------------------------------
-# An integer argument arrives as a 64-bit integer scalar (a 32-bit one if it is below
-# 2\ :sup:`31`). ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a pointer to
-# float32; from then on the kernel is the vector addition of the first page:
+# An integer argument arrives as an integer scalar whose width Triton picks from its
+# value at each launch: int32 from -2\ :sup:`31` to 2\ :sup:`31` - 1, int64 above
+# that (uint64 from 2\ :sup:`63`). A device address is far above 2\ :sup:`31`, so it
+# arrives as int64, and ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a
+# pointer to float32; from then on the kernel is the vector addition of the
+# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: vector_add_raw_kernel
 #
 # ``solve`` is the entry point a judge calls. It can check that it got integers, and
-# that an address is at least 64 bits wide, but not what lies behind it:
+# that each address is at least 2\ :sup:`31`, so that Triton passes it as the int64
+# the cast needs; it cannot check what lies behind an address:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: solve
@@ -114,7 +118,7 @@ print("its last output lines:", last_lines if last_lines else "none")
 #   (it does not know how many bytes lie behind the number) and dereferences a GPU
 #   address as if it were a host one. This needs a GPU machine to show, so this cell
 #   runs only on one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve``
-#   with the addresses of GPU tensors. (``run_solve``, the tensor harness below, refuses
+#   with the addresses of GPU tensors. (``run_solve``, the tensor harness above, refuses
 #   such tensors before the launch and names their device; ``solve`` sees only integers.)
 
 if runtime.interpreting():
