@@ -20,6 +20,9 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
+# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none,
+# and this page is about the difference: what an address means depends on which ran it.
+# This line says which, and with which versions.
 
 import torch
 

@@ -20,6 +20,10 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
+# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none;
+# several cells below print differently in the two, and this line says which ran here.
+# ``triton_guide`` is imported before Triton: it makes that choice, and it must be made
+# before Triton is loaded.
 
 import warnings
 
