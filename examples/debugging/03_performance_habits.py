@@ -133,6 +133,28 @@ for run in results:
           f"({best / worst:.1f}x slower)")
 
 # %%
+# Elements per thread do not explain the smallest blocks. At BLOCK_SIZE 128 with 1 warp,
+# a thread holds 4 float32, the 16 bytes one load instruction can move, yet 1, 2 and 4
+# warps land at about the same bandwidth, well under the ceiling. What those cells share
+# is the number of programs that finish per microsecond, the bandwidth divided by the
+# bytes a program moves (``2 * 4 * BLOCK_SIZE``), printed below. Each program costs a
+# fixed amount besides its bytes: the GPU must start it on an SM, it computes its
+# offsets, and its stores wait for its loads. At 128 elements that fixed cost, not the
+# memory, sets the pace. With 8 and 16 warps the rate drops further: an SM of compute
+# capability 9.0 (the H100 and the H200) holds at most 32 programs and 64 warps at once,
+# so only 8 or 4 of these programs fit on it, too few to keep enough loads in flight. A
+# larger block spreads the same fixed cost over more bytes.
+
+for run in results:
+    print(f"{run.gpu}: programs finished per microsecond "
+          "(GB/s x 1e3 / bytes per program)")
+    print("BLOCK_SIZE" + "".join(f"{name:>10}" for name in run.series))
+    for i, block_size in enumerate(run.xs[:3]):
+        rates = [values[i] * 1e3 / (2 * 4 * block_size)
+                 for values in run.series.values()]
+        print(f"{block_size:>10}" + "".join(f"{rate:>10,.0f}" for rate in rates))
+
+# %%
 # Coalescing: rows against columns
 # --------------------------------
 # A warp's 32 lanes issue their loads together, and memory is fetched in 32-byte
