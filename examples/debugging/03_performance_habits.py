@@ -219,15 +219,23 @@ for run in coalescing:
     ratios = ", ".join(f"{r / c:.1f}x at n = {side}"
                        for side, r, c in zip(run.xs, run["rows"], run["columns"]))
     print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
+    side = min(run.xs)
+    for walk in walks:
+        micros = 2 * 4 * side * side / (run[walk][run.xs.index(side)] * 1e3)
+        print(f"    walk={walk}, n = {side}: {micros:.1f} microseconds per call")
 
 # %%
-# Counting sectors predicts a gap of 8x. Where the measured gap is less, the L2 cache is
-# why: a small matrix stays in it whole, and in a large one, programs that run at about
-# the same time read neighbouring columns, so a sector fetched for one program may still
-# be in the cache when the next one needs it. Where the gap is more than 8x, as on the
-# largest matrices, counting sectors is not the whole story (the memory system may fetch
-# more than one sector per miss, and addresses a whole row apart are a poor pattern for
-# HBM as well); this page measures the gap, not its parts. Either way, make the lanes of a
+# Counting sectors predicts a gap of 8x. The measured gap grows with the matrix, and the
+# table shows which walk moves: down columns the bandwidth is about the same at every
+# size, while along rows it climbs with the size. No size starts with its data in the L2
+# cache (``do_bench`` flushes it before every run, and a copy reads each byte once), so
+# what holds the small row copies back is their length: a call of a few microseconds,
+# printed below, is too short to reach full bandwidth, because starting the programs,
+# filling every SM with loads and waiting for the last of them take a fixed time that a
+# longer copy spreads over more bytes. Where the gap is more than 8x, as on the largest
+# matrices, counting sectors is not the whole story (the memory system may fetch more
+# than one sector per miss, and addresses a whole row apart are a poor pattern for HBM
+# as well); this page measures the gap, not its parts. Either way, make the lanes of a
 # program walk along the dimension with stride 1.
 
 # %%
