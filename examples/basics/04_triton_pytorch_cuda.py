@@ -61,8 +61,8 @@ device = runtime.device()
 # -------------------------
 # Adding two vectors. In **PyTorch** it is ``x + y``: one call, and PyTorch chooses a
 # prebuilt kernel, its launch configuration and its memory access. In **Triton** it is
-# the kernel of the first page, written for one program that handles ``BLOCK_SIZE``
-# elements:
+# the kernel of the :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`,
+# written for one program that handles ``BLOCK_SIZE`` elements:
 #
 # .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: vector_add_kernel
@@ -310,9 +310,10 @@ axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02,
 # Fusion: bytes moved by a chain against one kernel
 # -------------------------------------------------
 # Written as PyTorch operations, softmax is five kernels, each reading its inputs from
-# HBM and writing its output back (the softmax page explains the kernel). Counting the
-# bytes each operation really reads and writes, with a ``TorchDispatchMode`` that sees
-# every operation PyTorch runs:
+# HBM and writing its output back (the
+# :ref:`softmax page <sphx_glr_auto_examples_core_kernels_02_softmax.py>` explains the
+# kernel). Counting the bytes each operation really reads and writes, with a
+# ``TorchDispatchMode`` that sees every operation PyTorch runs:
 
 rows, cols = runtime.pick(interpreter=(256, 1024), gpu=(4096, 4096))
 data = torch.randn(rows, cols, device=device)
