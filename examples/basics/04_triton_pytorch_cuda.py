@@ -111,8 +111,14 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
 # * **HBM**, the GPU's main memory (tens of gigabytes): every tensor starts and ends
 #   here.
 # * **L2 cache**, shared by the whole chip (tens of megabytes): recently touched data.
-# * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB:
-#   where Triton stages the blocks a program works on (your job in CUDA).
+# * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB
+#   split between the L1 cache and shared memory, a scratchpad that the threads of one
+#   block (one Triton program) share. In CUDA you decide what goes there; in Triton the
+#   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
+#   registers; Triton puts in shared memory the operands of ``tl.dot``, the buffers of
+#   loads issued ahead of use (software pipelining, through ``cp.async`` or, on Hopper,
+#   TMA), and values that must move between warps, as in a reduction across warps or
+#   some changes of layout.
 # * **Registers**, per thread: the values a program is computing with.
 #
 # A kernel's blocks are loaded from HBM (through L2) into the SM, computed on, and
