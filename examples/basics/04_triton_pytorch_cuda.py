@@ -280,10 +280,13 @@ grid = [2.0**e for e in range(-5, 13)]
 for i, run in enumerate(placed):
     peak = run.ceiling.value if run.ceiling else math.nan
     copy = copy_gb_s.get(run.slug, math.nan)
-    axes.plot(grid, [min(peak, x * copy / 1e3) for x in grid], color=f"C{i}",
+    ridge = peak * 1e3 / copy
+    # The roof bends at the ridge point: draw it there, not at the nearest power of two.
+    xs = sorted(grid + [ridge]) if math.isfinite(ridge) else grid
+    axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=f"C{i}",
               label=f"{run.gpu}: roofline,\n{copy:,.0f} GB/s, {peak:,.0f} TFLOP/s")
     print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
-          f"ridge point {peak * 1e3 / copy:.0f} FLOP/byte")
+          f"ridge point {ridge:.0f} FLOP/byte")
     for name, achieved in zip(run.xs, run["achieved"]):
         if name not in kernels:  # recorded under a name this page no longer uses
             continue
