@@ -27,7 +27,8 @@ from .checker import Mistake, Report, check, load_solve
 
 HERE = Path(__file__).resolve().parent
 
-# The exercises in the order of the lessons they practise.
+# The exercises on the basics, in the order of their lessons, then those on the core
+# kernels, simplest first.
 NAMES = [
     "scaled_add",
     "relu",
