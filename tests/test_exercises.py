@@ -94,6 +94,64 @@ def test_report_catches_writing_into_an_input(seed):
     assert negative.summary == "changed the input x"
 
 
+def test_solve_without_a_kernel_fails(seed):
+    def solve(x, out, n):  # the right sum, from PyTorch
+        out.copy_(x.sum().reshape(1))
+
+    report = check(get("atomic_sum"), solve, seed=seed)
+    assert _said_about(report, "n=1").startswith("launched no Triton kernel"), report.text()
+
+
+TWO_PASS_LOGSUMEXP = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def two_pass_kernel(x_ptr, out_ptr, N, stride_row, stride_col, BLOCK_SIZE: tl.constexpr):
+    row_start = x_ptr + tl.program_id(0) * stride_row
+    lane_max = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
+    for start in range(0, N, BLOCK_SIZE):  # first pass: the maximum
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(row_start + cols * stride_col, mask=cols < N, other=-float("inf"))
+        lane_max = tl.maximum(lane_max, x)
+    row_max = tl.max(lane_max, axis=0)
+    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+    lane_sum = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, N, BLOCK_SIZE):  # second pass: the sum
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(row_start + cols * stride_col, mask=cols < N, other=-float("inf"))
+        lane_sum += tl.exp(x - shift)
+    tl.store(out_ptr + tl.program_id(0), shift + tl.log(tl.sum(lane_sum, axis=0)))
+
+
+def solve(x, out, M, N):
+    two_pass_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_SIZE=1024)
+"""
+
+
+def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
+    path = tmp_path / "two_pass.py"
+    path.write_text(TWO_PASS_LOGSUMEXP)
+    report = check_file(get("online_logsumexp"), path, seed=seed)
+    assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
+
+
+@pytest.mark.parametrize("name, mistake, caught_by, said", [
+    pytest.param("column_max", "load_without_mask", "n=1", "3e+38", id="max_hides_nan"),
+    pytest.param("matvec", "x_load_without_mask", "n=1", "The NaN around an input",
+                 id="nan_from_a_margin"),
+])
+def test_without_the_watch_margins_still_catch(monkeypatch, name, mistake, caught_by, said,
+                                               seed):
+    # What a GPU run sees: no addresses, only what lands in memory.
+    monkeypatch.setattr(checker, "WATCH_MEMORY", False)
+    exercise = get(name)
+    wrong = next(m for m in exercise.mistakes if m.name == mistake)
+    report = check_mistake(exercise, wrong, seed=seed, only=caught_by)
+    assert said in _said_about(report, caught_by), report.text()
+
+
 def test_same_seed_same_inputs(seed):
     exercise = get("online_logsumexp")
     first = exercise.cases(torch.Generator().manual_seed(seed))
