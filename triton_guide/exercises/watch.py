@@ -219,7 +219,9 @@ class Watch:
             lanes[lanes] = safe
         return lanes
 
-    def _load(self, original, ptrs, mask, other, cache_policy, is_volatile):
+    # The builder's methods take cache and volatility arguments that differ between Triton
+    # versions (3.6: cache_modifier, eviction_policy; 3.9: cache_policy): passed on as they are.
+    def _load(self, original, ptrs, mask, other, *options):
         from triton.runtime.interpreter import TensorHandle, _get_np_dtype
 
         lanes = self._check(ptrs.data, mask.data, "read")
@@ -229,14 +231,13 @@ class Watch:
             fill = np.array([UNDEFINED_BITS], np.uint32).view(np.float32) \
                 if dtype == np.float32 else np.array([np.nan])
             other = TensorHandle(np.full(ptrs.data.shape, fill[0], dtype), element_type)
-        return original(ptrs, TensorHandle(lanes, mask.dtype), other, cache_policy,
-                        is_volatile)
+        return original(ptrs, TensorHandle(lanes, mask.dtype), other, *options)
 
-    def _store(self, original, ptrs, value, mask, cache_policy):
+    def _store(self, original, ptrs, value, mask, *options):
         from triton.runtime.interpreter import TensorHandle
 
         lanes = self._check(ptrs.data, mask.data, "wrote")
-        return original(ptrs, value, TensorHandle(lanes, mask.dtype), cache_policy)
+        return original(ptrs, value, TensorHandle(lanes, mask.dtype), *options)
 
     def _atomic_rmw(self, original, op, ptr, val, mask, sem, scope):
         from triton.runtime.interpreter import TensorHandle
