@@ -29,6 +29,12 @@ def arange_of_100_kernel(out_ptr):  # deliberately wrong: tl.arange needs a powe
     tl.store(out_ptr + offsets, offsets.to(tl.float32))
 
 
+@triton.jit
+def last_line_assigns_kernel(x_ptr):  # its last line's result shows only at the return
+    offsets = tl.arange(0, 4)
+    doubled = tl.load(x_ptr + offsets) * 2  # noqa: F841
+
+
 @pytest.mark.parametrize("n", [1, 17, 1024, 1025], ids=["n=1", "n=17", "one_block", "tail_of_1"])
 def test_checked_sqrt_matches_torch(n, device, check):
     x = torch.rand(n, device=device) * 100
@@ -54,13 +60,33 @@ def test_capture_output_catches_device_print(device):
     assert "x:" in captured.text
 
 
-def test_trace_kernel_records_each_program():
-    x, y, out = torch.arange(6.0), torch.ones(6), torch.empty(6)
+def trace_vector_add(n=6, programs=2):
+    x, y, out = torch.arange(float(n)), torch.ones(n), torch.empty(n)
     kernel = interpreted(vector_add_kernel)
-    steps = trace_kernel(vector_add_kernel,
-                         lambda: kernel[(2,)](x, y, out, 6, BLOCK_SIZE=4))
-    masks = [s.values["mask"].tolist() for s in steps if s.call == 1 and "mask" in s.values]
-    assert masks[-1] == [True, True, False, False]
+    return trace_kernel(vector_add_kernel,
+                        lambda: kernel[(programs,)](x, y, out, n, BLOCK_SIZE=4))
+
+
+def test_trace_kernel_records_each_program():
+    assert sorted({step.call for step in trace_vector_add(programs=2)}) == [0, 1]
+
+
+def test_trace_kernel_shows_each_value_under_the_line_that_assigned_it():
+    steps = [step for step in trace_vector_add() if step.call == 1]
+    assigned = [(step.source.split(" = ")[0], step.assigned) for step in steps]
+    mask_step = next(step for step in steps if step.assigned == ("mask",))
+    assert (assigned, mask_step.values["mask"].tolist()) == (
+        [("program_id", ("program_id",)), ("if INT64_OFFSETS:", ()),
+         ("offsets", ("offsets",)), ("mask", ("mask",)), ("x", ("x",)), ("y", ("y",)),
+         ("tl.store(out_ptr + offsets, x + y, mask=mask)", ())],
+        [True, True, False, False])
+
+
+def test_trace_kernel_shows_what_the_last_line_assigned():
+    x = torch.arange(4.0)
+    kernel = interpreted(last_line_assigns_kernel)
+    steps = trace_kernel(last_line_assigns_kernel, lambda: kernel[(1,)](x))
+    assert steps[-1].values["doubled"].tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
 SQRT_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "num_elements": "i32",

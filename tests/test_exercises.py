@@ -1,5 +1,6 @@
 """The exercises: solutions pass, stubs fail, each plausible mistake fails the case meant to
-catch it, and the command line reports and exits accordingly."""
+catch it (saying what it is meant to say), and the command line reports and exits
+accordingly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from triton_guide.exercises import NAMES, check, check_file, check_mistake, get
+from triton_guide.exercises import NAMES, check, check_file, check_mistake, checker, get
 from triton_guide.exercises.__main__ import FAILED, PASSED, USAGE, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,12 @@ STANDARD_CASES = {"n=1", "tail_of_1", "non_power_of_two", "all_negative", "large
 
 def _failed_in_report(report_text: str, case_name: str) -> bool:
     return re.search(rf"^\s+FAIL\s+{re.escape(case_name)}\s", report_text, re.M) is not None
+
+
+def _said_about(report, case_name: str) -> str:
+    """The summary and details of one case of ``report``."""
+    result = next(result for result in report.results if result.case.name == case_name)
+    return "\n".join([result.summary, *result.details])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -44,8 +51,9 @@ def test_stub_fails_and_names_a_case(name, seed):
 
 @pytest.mark.parametrize("name, mistake", MISTAKES)
 def test_mistake_fails_the_case_meant_to_catch_it(name, mistake, seed):
-    report = check_mistake(get(name), mistake, seed=seed)
+    report = check_mistake(get(name), mistake, seed=seed, only=mistake.caught_by)
     assert _failed_in_report(report.text(), mistake.caught_by), report.text()
+    assert mistake.reported in _said_about(report, mistake.caught_by), report.text()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -86,6 +94,64 @@ def test_report_catches_writing_into_an_input(seed):
     assert negative.summary == "changed the input x"
 
 
+def test_solve_without_a_kernel_fails(seed):
+    def solve(x, out, n):  # the right sum, from PyTorch
+        out.copy_(x.sum().reshape(1))
+
+    report = check(get("atomic_sum"), solve, seed=seed)
+    assert _said_about(report, "n=1").startswith("launched no Triton kernel"), report.text()
+
+
+TWO_PASS_LOGSUMEXP = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def two_pass_kernel(x_ptr, out_ptr, N, stride_row, stride_col, BLOCK_SIZE: tl.constexpr):
+    row_start = x_ptr + tl.program_id(0) * stride_row
+    lane_max = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
+    for start in range(0, N, BLOCK_SIZE):  # first pass: the maximum
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(row_start + cols * stride_col, mask=cols < N, other=-float("inf"))
+        lane_max = tl.maximum(lane_max, x)
+    row_max = tl.max(lane_max, axis=0)
+    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+    lane_sum = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, N, BLOCK_SIZE):  # second pass: the sum
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(row_start + cols * stride_col, mask=cols < N, other=-float("inf"))
+        lane_sum += tl.exp(x - shift)
+    tl.store(out_ptr + tl.program_id(0), shift + tl.log(tl.sum(lane_sum, axis=0)))
+
+
+def solve(x, out, M, N):
+    two_pass_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_SIZE=1024)
+"""
+
+
+def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
+    path = tmp_path / "two_pass.py"
+    path.write_text(TWO_PASS_LOGSUMEXP)
+    report = check_file(get("online_logsumexp"), path, seed=seed)
+    assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
+
+
+@pytest.mark.parametrize("name, mistake, caught_by, said", [
+    pytest.param("column_max", "load_without_mask", "n=1", "3e+38", id="max_hides_nan"),
+    pytest.param("matvec", "x_load_without_mask", "n=1", "The NaN around an input",
+                 id="nan_from_a_margin"),
+])
+def test_without_the_watch_margins_still_catch(monkeypatch, name, mistake, caught_by, said,
+                                               seed):
+    # What a GPU run sees: no addresses, only what lands in memory.
+    monkeypatch.setattr(checker, "WATCH_MEMORY", False)
+    exercise = get(name)
+    wrong = next(m for m in exercise.mistakes if m.name == mistake)
+    report = check_mistake(exercise, wrong, seed=seed, only=caught_by)
+    assert said in _said_about(report, caught_by), report.text()
+
+
 def test_same_seed_same_inputs(seed):
     exercise = get("online_logsumexp")
     first = exercise.cases(torch.Generator().manual_seed(seed))
@@ -118,9 +184,25 @@ def test_cli_check_stub_exits_nonzero_and_names_a_case():
         result.stdout + result.stderr)
 
 
+def test_cli_prints_each_case_as_it_finishes(tmp_path):
+    # A solve that kills the process in the second case: the first case's line is out.
+    path = tmp_path / "dies.py"
+    path.write_text(get("relu").solution_path.read_text() + (
+        "\n\nsolve_right = solve\n\n\ndef solve(x, out, n):\n"
+        "    import os\n    if n > 1:\n        os._exit(134)\n    solve_right(x, out, n)\n"))
+    result = _run_cli("check", "relu", str(path))
+    assert result.returncode == 134 and re.search(r"PASS\s+n=1\s", result.stdout), (
+        result.stdout + result.stderr)
+
+
 def test_cli_unknown_name(capsys):
     status = main(["check", "no_such_exercise", str(get("relu").solution_path)])
     assert status == USAGE and "no exercise named 'no_such_exercise'" in capsys.readouterr().err
+
+
+def test_cli_unknown_case(capsys):
+    status = main(["check", "relu", str(get("relu").solution_path), "--case", "n=0"])
+    assert status == USAGE and "relu has no case named 'n=0'" in capsys.readouterr().err
 
 
 def test_cli_missing_file(capsys, tmp_path):

@@ -2,7 +2,14 @@ import pytest
 import torch
 
 from triton_guide import runtime
-from triton_guide.raw_pointers import BLOCK_SIZE, run_solve, solve, solve_reference
+from triton_guide.debugging import compile_kernels
+from triton_guide.raw_pointers import (
+    BLOCK_SIZE,
+    run_solve,
+    solve,
+    solve_reference,
+    vector_add_raw_kernel,
+)
 
 SIZES = runtime.pick(
     interpreter=[1, 17, BLOCK_SIZE, BLOCK_SIZE + 1, 4097],
@@ -53,3 +60,11 @@ def test_solve_refuses_small_int_as_address():
 def test_solve_refuses_bad_length(n):
     with pytest.raises(ValueError, match="N must be between 1"):
         solve(2**40, 2**40, 2**40, n)
+
+
+def test_compiler_refuses_an_address_typed_int32():
+    # What a launch with an address below 2**31 would compile: solve refuses it first.
+    signature = {"a_address": "i32", "b_address": "i64", "c_address": "i64",
+                 "num_elements": "i32", "BLOCK_SIZE": "constexpr"}
+    (compiled,) = compile_kernels([(vector_add_raw_kernel, signature, {"BLOCK_SIZE": 4})])
+    assert "'tt.int_to_ptr' op operand #0 must be 64-bit" in compiled.diagnostics

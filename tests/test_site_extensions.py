@@ -119,3 +119,38 @@ def test_notebook_shows_the_included_code_and_installs_first(project):
         ```""")
     assert (first, "literalinclude" in text, expected in text) == (
         "%pip install toypkg", False, True)
+
+
+def _notebooks_module():
+    sys.path.insert(0, str(EXTENSIONS))
+    try:
+        import notebooks
+    finally:
+        sys.path.remove(str(EXTENSIONS))
+    return notebooks
+
+
+def test_notebook_folds_a_dropdown_into_details():
+    notebooks = _notebooks_module()
+    markdown = ("Before.\n\n.. dropdown:: Show a solution\n\n   .. literalinclude:: a.py\n"
+                "      :language: python\n\nAfter.\n")
+    assert notebooks.fold_dropdowns(markdown) == (
+        "Before.\n\n<details><summary>Show a solution</summary>\n\n"
+        ".. literalinclude:: a.py\n   :language: python\n\n</details>\n\nAfter.\n")
+
+
+def test_notebook_states_an_automodule_by_its_docstring():
+    notebooks = _notebooks_module()
+    markdown = ".. automodule:: json.tool\n   :no-index:\n\nNext."
+    import json.tool
+
+    expected = json.tool.__doc__.strip()
+    assert notebooks.inline_automodules(markdown) == expected + "\n\nNext."
+
+
+@pytest.mark.parametrize("markdown,plain", [
+    ("see `the first lesson\n<sphx_glr_x.py>` now", "see the first lesson now"),
+    ("keep ``code <b>`` and `a <b c>`", "keep ``code <b>`` and `a <b c>`"),
+], ids=["reference", "code_and_text_with_spaces_kept"])
+def test_notebook_keeps_the_text_of_a_half_converted_reference(markdown, plain):
+    assert _notebooks_module().plain_references(markdown) == plain

@@ -201,6 +201,11 @@ def measure_ceiling(kind: str) -> Ceiling:
 
 LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
+# The first variant's markers are small and filled, the others' larger and hollow, so a
+# point that lands on another stays visible inside it; legend handles are long enough to
+# show two dashes of a dashed line.
+FIRST_MARKER_SIZE, OTHER_MARKER_SIZE = 4, 6.5
+LEGEND_HANDLE_LENGTH = 4
 
 
 @dataclass
@@ -297,10 +302,13 @@ class Results:
             colour = f"C{i}"
             for j, name in enumerate(names):
                 values = run.series.get(name)
+                first = j == 0
                 axes.plot(run.xs, values if values is not None else [math.nan] * len(run.xs),
                           color=colour, linestyle=LINESTYLES[j % len(LINESTYLES)],
-                          marker=MARKERS[j % len(MARKERS)], markersize=4,
-                          label=f"{run.gpu}: {name}")
+                          marker=MARKERS[j % len(MARKERS)],
+                          markersize=FIRST_MARKER_SIZE if first else OTHER_MARKER_SIZE,
+                          markerfacecolor=colour if first else "none",
+                          zorder=3 if first else 2, label=f"{run.gpu}: {name}")
             roof = run.ceiling
             if roof is not None or self.has_ceiling:
                 axes.axhline(roof.value if roof else math.nan, color=colour, linewidth=3,
@@ -315,7 +323,8 @@ class Results:
         axes.grid(True, alpha=0.3)
         axes.set_title(title or self.title, fontsize=10)
         figure.legend(*axes.get_legend_handles_labels(), loc="lower center", fontsize=7,
-                      ncol=len(self.runs), frameon=False, bbox_to_anchor=(0.5, footer / height))
+                      ncol=len(self.runs), frameon=False, bbox_to_anchor=(0.5, footer / height),
+                      handlelength=LEGEND_HANDLE_LENGTH)
         for i, run in enumerate(self.runs):
             text = run.footer() + (f"  [{run.stale}]" if run.stale else "")
             figure.text(0.01, (footer - 0.05 - (i + 1) * line) / height, text,

@@ -126,12 +126,13 @@ def interpreted(kernel):
 
 @dataclass
 class Step:
-    """One line of a kernel about to run in one program, with the names defined so far."""
+    """One line of a kernel run by one program, and what the line did to the locals."""
 
     call: int  # which call of the kernel's function: one per program, in launch order
     line: int  # the line number in the kernel's source file
     source: str  # that line, stripped
-    values: dict[str, object] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)  # every local after the line
+    assigned: tuple[str, ...] = ()  # the names the line bound or rebound
 
 
 def _plain(value: object) -> object:
@@ -146,26 +147,44 @@ def _plain(value: object) -> object:
 def trace_kernel(kernel, launch: Callable[[], object]) -> list[Step]:
     """Run ``launch()`` and record every line that ``kernel``'s programs execute.
 
-    ``launch`` must run ``kernel`` in the interpreter (see :func:`interpreted`): there the
-    kernel is ordinary Python, so ``sys.settrace`` sees each line and its local variables.
+    ``launch`` must run ``kernel`` in the interpreter (see :func:`interpreted`): there
+    the kernel is ordinary Python, so ``sys.settrace`` sees each line and its locals.
+    Python announces a line *before* running it, so what a line did is read at the
+    next announcement, or at the return for the last line.
     """
     code = _python_function(kernel).__code__
     source_lines = Path(code.co_filename).read_text().splitlines()
     steps: list[Step] = []
     calls = 0
 
-    def local_tracer(frame, event, arg):
-        if event == "line":
-            values = {name: _plain(v) for name, v in frame.f_locals.items()}
-            text = source_lines[frame.f_lineno - 1].strip()
-            steps.append(Step(calls - 1, frame.f_lineno, text, values))
+    def program_tracer(call: int):
+        before: dict[str, object] = {}  # the locals when the pending line started
+        pending: Step | None = None  # the line announced last, not yet finished
+
+        def local_tracer(frame, event, arg):
+            nonlocal before, pending
+            if event in ("line", "return"):
+                now = dict(frame.f_locals)
+                if pending is not None:  # the pending line has run: `now` is after it
+                    pending.values = {name: _plain(v) for name, v in now.items()}
+                    pending.assigned = tuple(
+                        name for name, v in now.items()
+                        if name not in before or before[name] is not v)
+                if event == "line":
+                    text = source_lines[frame.f_lineno - 1].strip()
+                    pending = Step(call, frame.f_lineno, text)
+                    steps.append(pending)
+                before = now
+            return local_tracer
+
         return local_tracer
 
     def global_tracer(frame, event, arg):
         nonlocal calls
-        if frame.f_code.co_name == code.co_name and frame.f_code.co_filename == code.co_filename:
+        called = frame.f_code
+        if (called.co_name, called.co_filename) == (code.co_name, code.co_filename):
             calls += 1
-            return local_tracer
+            return program_tracer(calls - 1)
         return None
 
     previous = sys.gettrace()
@@ -185,6 +204,10 @@ class Compiled:
     message: str  # the exception's message, or "" when it compiled
     printed: str  # what the compilation printed (tl.static_print)
     ptx_lines: int  # lines of PTX produced, 0 on an error
+    # The MLIR errors the compiler wrote to standard error, one per line, without the
+    # file and position; they say more than a message such as "error encountered
+    # during parsing".
+    diagnostics: str = ""
 
 
 # Run in a fresh process by compile_kernels: compile each job, print one JSON line each.
@@ -196,7 +219,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 jobs = json.loads(sys.stdin.read())
-for source_path, name, signature, constexprs in jobs:
+for index, (source_path, name, signature, constexprs) in enumerate(jobs):
+    print(f"COMPILING {index}", file=sys.stderr, flush=True)  # splits standard error
     spec = importlib.util.spec_from_file_location("kernels", source_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -245,7 +269,14 @@ def compile_kernels(
                for line in finished.stdout.splitlines() if line.startswith("COMPILED ")]
     if len(results) != len(jobs):
         raise RuntimeError(f"the compiler process failed:\n{finished.stderr[-2000:]}")
-    return [Compiled(**result) for result in results]
+    errors: list[list[str]] = []
+    for line in finished.stderr.splitlines():
+        if line.startswith("COMPILING "):
+            errors.append([])
+        elif ": error: " in line and errors:
+            errors[-1].append(line.split(": error: ", 1)[1])
+    return [Compiled(**result, diagnostics="\n".join(job_errors))
+            for result, job_errors in zip(results, errors)]
 
 
 @dataclass

@@ -6,8 +6,11 @@ the notebook reader as that line, not as the kernel. After the gallery is genera
 extension replaces each such directive in the notebooks by the code it shows on the site
 (read with Sphinx's own ``LiteralIncludeReader``, so ``:pyobject:``, ``:start-at:``,
 ``:lines:`` ... select the same lines), as a fenced Python block, and refreshes the zip
-sphinx-gallery made of the page. The rewrite is idempotent: a processed notebook has no
-directive left.
+sphinx-gallery made of the page. The exercise pages use three more constructs that would
+reach a notebook raw: ``.. automodule::`` (the statement, the module's docstring) becomes
+that docstring, ``.. dropdown::`` (a folded solution) becomes an HTML ``<details>`` block,
+which Jupyter also shows folded, and a cross-reference left as ```text <target>``` becomes
+its text. The rewrite is idempotent: a processed notebook has no directive left.
 
 The first cell, which installs the package, comes from sphinx-gallery's
 ``first_notebook_cell`` option in ``conf.py``.
@@ -26,6 +29,19 @@ _DIRECTIVE = re.compile(
     re.MULTILINE,
 )
 _OPTION = re.compile(r"^\s*:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$")
+_AUTOMODULE = re.compile(
+    r"^(?P<indent>[ \t]*)\.\.[ \t]+automodule::[ \t]*(?P<module>[\w.]+)[ \t]*\n"
+    r"(?:(?P=indent)[ \t]+:[\w-]+:.*\n?)*",
+    re.MULTILINE,
+)
+# The directive line, then its body: blank lines and lines indented deeper than it.
+_DROPDOWN = re.compile(
+    r"^(?P<indent>[ \t]*)\.\.[ \t]+dropdown::[ \t]*(?P<title>.*)\n"
+    r"(?P<body>(?:(?:(?P=indent)[ \t]+.*)?\n)*)",
+    re.MULTILINE,
+)
+# What sphinx-gallery leaves of :ref:`text <target>` (the role gone, the target kept).
+_LEFT_REFERENCE = re.compile(r"`(?P<text>[^`<>]+?)\s*<(?P<target>[^`<>\s]+)>`(?!`)")
 
 
 def included_code(target: str, options: dict[str, str], srcdir: Path, page_dir: Path, config):
@@ -55,6 +71,35 @@ def inline_literalincludes(markdown: str, srcdir: Path, page_dir: Path, config) 
     return _DIRECTIVE.sub(replace, markdown)
 
 
+def inline_automodules(markdown: str) -> str:
+    """Each ``.. automodule::`` replaced by the module's docstring, as the page shows it."""
+    import importlib
+    import inspect
+
+    def replace(match: re.Match) -> str:
+        docstring = inspect.getdoc(importlib.import_module(match.group("module"))) or ""
+        return docstring.strip() + "\n"
+
+    return _AUTOMODULE.sub(replace, markdown)
+
+
+def fold_dropdowns(markdown: str) -> str:
+    """Each ``.. dropdown::`` replaced by a ``<details>`` block holding its body."""
+    import textwrap
+
+    def replace(match: re.Match) -> str:
+        body = textwrap.dedent(match.group("body")).strip("\n")
+        return (f"<details><summary>{match.group('title').strip()}</summary>\n\n{body}\n\n"
+                "</details>\n\n")
+
+    return _DROPDOWN.sub(replace, markdown)
+
+
+def plain_references(markdown: str) -> str:
+    """```text <target>``` (a cross-reference sphinx-gallery left half-converted) -> text."""
+    return _LEFT_REFERENCE.sub(lambda match: match.group("text"), markdown)
+
+
 def process_notebook(path: Path, srcdir: Path, config) -> bool:
     """Inline the directives of the notebook at ``path``; return whether it changed."""
     original = path.read_text(encoding="utf-8")
@@ -63,8 +108,11 @@ def process_notebook(path: Path, srcdir: Path, config) -> bool:
         if cell["cell_type"] != "markdown":
             continue
         text = "".join(cell["source"])
-        if "literalinclude::" in text:
-            cell["source"] = [inline_literalincludes(text, srcdir, path.parent, config)]
+        new = plain_references(inline_automodules(fold_dropdowns(text)))
+        if "literalinclude::" in new:
+            new = inline_literalincludes(new, srcdir, path.parent, config)
+        if new != text:
+            cell["source"] = [new]
     updated = json.dumps(notebook, indent=2)
     if updated == original:
         return False

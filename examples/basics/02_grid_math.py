@@ -72,23 +72,27 @@ fig.tight_layout()
 # ---------------------
 # A matrix is cut into tiles, and the grid gets one axis per dimension:
 # ``grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))``. Inside the kernel, ``tl.program_id(0)``
-# says which tile row and ``tl.program_id(1)`` which tile column the program owns.
+# says which tile row and ``tl.program_id(1)`` which tile column the program owns. In
+# the figure each tile row has its own hue, paler from left to right.
 
 M, N2, BLOCK_M, BLOCK_N = 512, 256, 64, 64
 grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N2, BLOCK_N))
 print(f"a {M} x {N2} matrix in {BLOCK_M} x {BLOCK_N} tiles: grid = {grid}, "
       f"{grid[0]} x {grid[1]} = {grid[0] * grid[1]} programs")
 
+# Every program its own colour: a hue per program_id(0), paler as program_id(1) grows.
 fig, ax = plt.subplots(figsize=(4.5, 6))
-owner = np.zeros((M, N2))
+owner = np.zeros((M, N2, 3))
+hues = plt.cm.tab10(np.arange(grid[0]) % 10)[:, :3]
 for pid_m in range(grid[0]):
     for pid_n in range(grid[1]):
         tile_rows = slice(pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M)
         tile_cols = slice(pid_n * BLOCK_N, (pid_n + 1) * BLOCK_N)
-        owner[tile_rows, tile_cols] = pid_m * grid[1] + pid_n
+        paler = 0.7 * pid_n / max(grid[1] - 1, 1)  # mixed with this much white
+        owner[tile_rows, tile_cols] = (1 - paler) * hues[pid_m] + paler
         ax.text(pid_n * BLOCK_N + BLOCK_N / 2, pid_m * BLOCK_M + BLOCK_M / 2,
                 f"({pid_m},{pid_n})", ha="center", va="center", fontsize=7)
-ax.imshow(owner % 20, cmap="tab20", interpolation="nearest", vmin=0, vmax=19)
+ax.imshow(owner, interpolation="nearest")
 ax.set_xlabel("column")
 ax.set_ylabel("row")
 ax.set_title("tile owned by program (program_id(0), program_id(1))", fontsize=9)

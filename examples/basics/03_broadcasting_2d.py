@@ -143,6 +143,33 @@ results.plot()
 results.summary(ratios=[("triton_guide", "torch")])
 
 # %%
+# The smallest sizes time the launch
+# ----------------------------------
+# Compare the two at the large sizes only. A rate is bytes over the time of one call,
+# and the time of one call is more than the kernel's when the kernel is short.
+# ``do_bench`` queues an L2 flush, an event, the call and another event; the call
+# first runs Python on the host (argument checks, the output's allocation, Triton's
+# launch path), and when that takes longer than the GPU needs for the flush queued
+# ahead of it, the GPU waits, and the wait lands between the two events.
+# ``benchmarks/NOTES.md`` found the package's launchers several times slower per call
+# on the host of the H100 recording than on the H200's, and ``x.t().contiguous()``
+# runs far less Python than ``transpose``. The time per call, worked back from each
+# rate, shows it: where a call takes at least as long as a call at a larger size,
+# which moves four or more times the bytes, the kernel cannot be all that was timed.
+
+for run in results:
+    print(f"{run.gpu}: microseconds per call (2 x 4 x n^2 bytes / rate)")
+    print(f"{'n':>14}" + "".join(f"{n:>9,}" for n in run.xs))
+    for name in run.series:
+        micros = [2 * 4 * n * n / (rate * 1e3) for n, rate in zip(run.xs, run[name])]
+        print(f"{name:>14}" + "".join(f"{t:>9.1f}" for t in micros))
+        slower = [f"{n:,}" for i, n in enumerate(run.xs)
+                  if any(micros[i] >= later for later in micros[i + 1:])]
+        if slower:
+            print(f"{'':>14}  {name} at n = {', '.join(slower)}: no faster than at a "
+                  "larger n")
+
+# %%
 # Takeaways
 # ---------
 # * ``a[:, None]`` is a column, ``b[None, :]`` a row; together they make a tile.

@@ -61,8 +61,8 @@ device = runtime.device()
 # -------------------------
 # Adding two vectors. In **PyTorch** it is ``x + y``: one call, and PyTorch chooses a
 # prebuilt kernel, its launch configuration and its memory access. In **Triton** it is
-# the kernel of the first page, written for one program that handles ``BLOCK_SIZE``
-# elements:
+# the kernel of the :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`,
+# written for one program that handles ``BLOCK_SIZE`` elements:
 #
 # .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: vector_add_kernel
@@ -111,8 +111,14 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
 # * **HBM**, the GPU's main memory (tens of gigabytes): every tensor starts and ends
 #   here.
 # * **L2 cache**, shared by the whole chip (tens of megabytes): recently touched data.
-# * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB:
-#   where Triton stages the blocks a program works on (your job in CUDA).
+# * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB
+#   split between the L1 cache and shared memory, a scratchpad that the threads of one
+#   block (one Triton program) share. In CUDA you decide what goes there; in Triton the
+#   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
+#   registers; Triton puts in shared memory the operands of ``tl.dot``, the buffers of
+#   loads issued ahead of use (software pipelining, through ``cp.async`` or, on Hopper,
+#   TMA), and values that must move between warps, as in a reduction across warps or
+#   some changes of layout.
 # * **Registers**, per thread: the values a program is computing with.
 #
 # A kernel's blocks are loaded from HBM (through L2) into the SM, computed on, and
@@ -274,10 +280,13 @@ grid = [2.0**e for e in range(-5, 13)]
 for i, run in enumerate(placed):
     peak = run.ceiling.value if run.ceiling else math.nan
     copy = copy_gb_s.get(run.slug, math.nan)
-    axes.plot(grid, [min(peak, x * copy / 1e3) for x in grid], color=f"C{i}",
+    ridge = peak * 1e3 / copy
+    # The roof bends at the ridge point: draw it there, not at the nearest power of two.
+    xs = sorted(grid + [ridge]) if math.isfinite(ridge) else grid
+    axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=f"C{i}",
               label=f"{run.gpu}: roofline,\n{copy:,.0f} GB/s, {peak:,.0f} TFLOP/s")
     print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
-          f"ridge point {peak * 1e3 / copy:.0f} FLOP/byte")
+          f"ridge point {ridge:.0f} FLOP/byte")
     for name, achieved in zip(run.xs, run["achieved"]):
         if name not in kernels:  # recorded under a name this page no longer uses
             continue
@@ -310,9 +319,10 @@ axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02,
 # Fusion: bytes moved by a chain against one kernel
 # -------------------------------------------------
 # Written as PyTorch operations, softmax is five kernels, each reading its inputs from
-# HBM and writing its output back (the softmax page explains the kernel). Counting the
-# bytes each operation really reads and writes, with a ``TorchDispatchMode`` that sees
-# every operation PyTorch runs:
+# HBM and writing its output back (the
+# :ref:`softmax page <sphx_glr_auto_examples_core_kernels_02_softmax.py>` explains the
+# kernel). Counting the bytes each operation really reads and writes, with a
+# ``TorchDispatchMode`` that sees every operation PyTorch runs:
 
 rows, cols = runtime.pick(interpreter=(256, 1024), gpu=(4096, 4096))
 data = torch.randn(rows, cols, device=device)

@@ -20,6 +20,9 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
+# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none,
+# and this page is about the difference: what an address means depends on which ran it.
+# This line says which, and with which versions.
 
 import torch
 
@@ -51,15 +54,19 @@ print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
 # %%
 # The kernel: cast, then use as usual
 # -----------------------------------
-# An integer argument arrives as a 64-bit integer scalar (a 32-bit one if it is below
-# 2\ :sup:`31`). ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a pointer to
-# float32; from then on the kernel is the vector addition of the first page:
+# An integer argument arrives as an integer scalar whose width Triton picks from its
+# value at each launch: int32 from -2\ :sup:`31` to 2\ :sup:`31` - 1, int64 above
+# that (uint64 from 2\ :sup:`63`). A device address is far above 2\ :sup:`31`, so it
+# arrives as int64, and ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a
+# pointer to float32; from then on the kernel is the vector addition of the
+# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: vector_add_raw_kernel
 #
 # ``solve`` is the entry point a judge calls. It can check that it got integers, and
-# that an address is at least 64 bits wide, but not what lies behind it:
+# that each address is at least 2\ :sup:`31`, so that Triton passes it as the int64
+# the cast needs; it cannot check what lies behind an address:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: solve
@@ -114,7 +121,7 @@ print("its last output lines:", last_lines if last_lines else "none")
 #   (it does not know how many bytes lie behind the number) and dereferences a GPU
 #   address as if it were a host one. This needs a GPU machine to show, so this cell
 #   runs only on one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve``
-#   with the addresses of GPU tensors. (``run_solve``, the tensor harness below, refuses
+#   with the addresses of GPU tensors. (``run_solve``, the tensor harness above, refuses
 #   such tensors before the launch and names their device; ``solve`` sees only integers.)
 
 if runtime.interpreting():
@@ -137,20 +144,28 @@ else:
     print("its last output lines:", lines[-2:] if lines else "none")
 
 # %%
-# * A small integer is not even accepted as a pointer: Triton passes an integer below
-#   2\ :sup:`31` as 32 bits, and the cast needs 64. ``solve`` refuses such a number
-#   itself; launching the kernel directly shows what the interpreter says (on a GPU this
-#   cell is skipped: there the kernel would dereference the number):
+# * **Cast a small integer.** Neither the interpreter nor the compiler gets as far as
+#   reading memory. An integer below 2\ :sup:`31` arrives as int32, and the cast to a
+#   pointer needs int64; ``solve`` refuses such a number itself, so here the kernel is
+#   launched directly with 12 as each address. The interpreter implements the cast as
+#   a reinterpretation of the integer's bytes, and numpy will not read 4 bytes as an
+#   8-byte address. Compiled (here for an H100, which needs no GPU; a launch on a GPU
+#   compiles the same way), Triton emits the cast and MLIR's verifier rejects its
+#   32-bit operand, so the kernel never compiles and nothing runs:
 
+from triton_guide.debugging import compile_kernels, interpreted  # noqa: E402
 from triton_guide.raw_pointers import vector_add_raw_kernel  # noqa: E402
 
-if runtime.interpreting():
-    try:
-        vector_add_raw_kernel[(1,)](12, 12, 12, 4, BLOCK_SIZE=4)
-    except Exception as error:  # the interpreter wraps what numpy raised
-        print(f"{type(error).__name__}: {error}")
-else:
-    print("(skipped on a GPU)")
+try:
+    interpreted(vector_add_raw_kernel)[(1,)](12, 12, 12, 4, BLOCK_SIZE=4)
+except Exception as error:  # the interpreter wraps what numpy raised
+    print(f"interpreter: {type(error).__name__}: {error}")
+small_addresses = {"a_address": "i32", "b_address": "i32", "c_address": "i32",
+                   "num_elements": "i32", "BLOCK_SIZE": "constexpr"}
+(compiled,) = compile_kernels([(vector_add_raw_kernel, small_addresses,
+                                {"BLOCK_SIZE": 4})])
+print(f"compiler, addresses typed i32: {compiled.error_type}: {compiled.message}")
+print(f"    the MLIR verifier wrote: {compiled.diagnostics}")
 
 # %%
 # Why tensors are the safer interface
@@ -209,4 +224,6 @@ except ValueError as error:
 # Used here: :func:`triton_guide.raw_pointers.solve`,
 # :func:`triton_guide.raw_pointers.run_solve`,
 # :func:`triton_guide.raw_pointers.solve_reference`,
-# :func:`triton_guide.debugging.run_python`, :func:`triton_guide.testing.assert_close`.
+# :func:`triton_guide.debugging.run_python`,
+# :func:`triton_guide.debugging.interpreted`,
+# :func:`triton_guide.debugging.compile_kernels`, :func:`triton_guide.testing.assert_close`.

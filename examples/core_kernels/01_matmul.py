@@ -312,10 +312,35 @@ for run in results:
 # Two cautions when reading these numbers. At small sizes a product takes a few
 # microseconds on the GPU, and the time measured is partly the host's. The Python that
 # checks the arguments and launches the kernel takes longer than cuBLAS's whole call,
-# even with the compiled kernel cached per shape (``triton_guide.launch``).
-# ``benchmarks/report.py`` times both ways: with and without the host's time.
-# And two timings of the same cuBLAS product in one run differ by up to several percent (the
-# last line above): differences between our kernel and cuBLAS of that size are noise.
+# even with the compiled kernel cached per shape (``triton_guide.launch``), and how much
+# longer depends on the host's CPU: where one GPU's line dips at small sizes and the
+# other's does not, compare the hosts before the GPUs. ``benchmarks/report.py`` times
+# both ways: with and without the host's time.
+#
+# And the same product timed twice in one run does not give the same rate twice. This
+# page times the 8192^3 float16 product up to three times per GPU (the steps ladder, the
+# sweep, and cuBLAS once more as the ceiling):
+
+for run in results:
+    if ladder_n not in run.xs:
+        continue
+    i = run.xs.index(ladder_n)
+    same_gpu = [r for r in ladder if r.gpu == run.gpu]
+    ours_rates = [run["triton_guide"][i]] + [r["step 3 autotuned"][0] for r in same_gpu]
+    cublas_rates = [run["cuBLAS"][i]] + [r["cuBLAS"][0] for r in same_gpu]
+    if run.ceiling:
+        cublas_rates.append(run.ceiling.value)
+    ratios = [mine / theirs for mine in ours_rates for theirs in cublas_rates]
+    print(f"{run.gpu}, {ladder_n}^3: cuBLAS " + " / ".join(f"{v:.0f}" for v in cublas_rates)
+          + " TFLOP/s, ours " + " / ".join(f"{v:.0f}" for v in ours_rates)
+          + f"; ours / cuBLAS from {min(ratios):.2f} to {max(ratios):.2f} "
+          "depending on which timings are paired")
+
+# %%
+# Differences between our kernel and cuBLAS smaller than that range are noise.
+# ``benchmarks/report.py`` leaves the host out (each side's calls replayed from a CUDA
+# graph, over copies of the inputs too large together for the L2 cache) and reports
+# ratios of timings from one run.
 
 
 # %%

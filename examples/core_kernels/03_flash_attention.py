@@ -367,10 +367,10 @@ ladder_shape = (4, 32, 4096, 128)
 
 
 def sdpa_backend(backend):
-    def run(q, k, v):
+    def sdpa(q, k, v):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v)
-    return run
+    return sdpa
 
 
 ladder_steps = {
@@ -418,17 +418,15 @@ for run in ladder:
 # backward pass. The ceiling is cuBLAS on one large (8192^3) float16 product, measured
 # in the same run: attention is at best as fast as a plain matrix product.
 
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-
 lengths = [1024, 2048, 4096, 8192, 16384]
 HEAD_DIM, BATCH, HEADS = 128, 4, 32
 
 
 def sdpa_with(backend):
-    def run(q, k, v, causal):
+    def sdpa(q, k, v, causal):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return run
+    return sdpa
 
 
 implementations = {

@@ -2,10 +2,12 @@
 Autograd and torch.compile
 ==========================
 
-A Triton kernel launched from Python is invisible to PyTorch: autograd records nothing,
-so a loss built on it gets no gradient through it, and ``torch.compile`` cannot trace
-through a launch. This page shows how the package's ops take part in both, and how you
-can do the same for a kernel of your own.
+A Triton kernel launched from Python is invisible to autograd: it records nothing, so a
+loss built on the kernel's output gets no gradient through it. ``torch.compile`` can trace
+a plain ``kernel[grid](...)`` call (PyTorch 2.3 and later), but then all the Python of the
+launcher around it must be traceable too, and the result still has no backward. This page
+shows how the package's ops take part in both, as operators PyTorch knows, and how you can
+do the same for a kernel of your own.
 
 You will learn:
 
@@ -185,7 +187,8 @@ except RuntimeError as refusal:
 # %%
 # Takeaways
 # ---------
-# * A raw launch is invisible to autograd and to ``torch.compile``: register it.
+# * A raw launch gets no gradient, and ``torch.compile`` must trace its launcher's
+#   Python; registered as an operator, it is one opaque, differentiable node.
 # * ``custom_op`` + ``register_fake`` + ``register_autograd`` is all a kernel needs to
 #   compile with ``fullgraph=True`` and train; check it with ``opcheck``.
 # * :func:`torch.library.triton_op` with :func:`torch.library.wrap_triton` is the

@@ -287,6 +287,10 @@ def in_logits(peak):
         print(f"{run.gpu}, {run.xs[i]} rows, extra memory in logits-sized tensors: "
               + "; ".join(f"{name} {values[i] / logits_gib:.1f}"
                           for name, values in run.series.items()))
+    measured = {tuple(map(tuple, run.series.values())) for run in peak}
+    if len(peak.runs) > 1 and len(measured) == 1:
+        print("every GPU measured the same bytes: in the plot, the lines of one lie on "
+              "top of the other's")
 
 
 XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"

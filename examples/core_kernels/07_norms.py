@@ -103,13 +103,16 @@ for name, subtract_mean in (("LayerNorm", True), ("RMSNorm", False)):
 # * Here: program ``p`` takes a contiguous range of rows, sums its rows' ``dy * x_hat``
 #   in registers, and writes one row of partial sums; a second kernel adds the partial
 #   rows. No atomics and no locks, and the same bits on every run, for the price of a
-#   ``programs x N`` float32 buffer that is small next to ``x``:
+#   ``programs x N`` float32 buffer, however many rows ``x`` has: small next to ``x``
+#   when the rows far outnumber the programs (two per SM on a GPU, four under the
+#   interpreter):
 
 rows, hidden = runtime.pick(interpreter=(64, 1000), gpu=(16384, 4096))
 programs = default_num_partials(rows)
 print(f"{rows} rows x {hidden}: {programs} programs of {-(-rows // programs)} rows; "
       f"partial sums {programs * hidden * 4 / 2**20:.2f} MiB next to "
-      f"x in bfloat16, {rows * hidden * 2 / 2**20:.1f} MiB")
+      f"x in bfloat16, {rows * hidden * 2 / 2**20:.1f} MiB "
+      f"({programs * hidden * 4 / (rows * hidden * 2):.0%} of x)")
 
 # %%
 # .. literalinclude:: /../triton_guide/norms.py
@@ -276,16 +279,25 @@ benchmark("backward", backward, trips=3)
 
 # %%
 # Read the ratios by size. Where a call moves a few megabytes, which the GPU does in a
-# few microseconds, our calls take far longer than the copy of the same bytes, and the
-# times vary from size to size and from GPU to GPU: that is what a call bound by the
-# host looks like. Every call of ``rms_norm`` runs Python before its kernel is queued
+# few microseconds (the same-bytes copy's time, printed above for the smallest size),
+# our calls take far longer, and the times vary from size to size and from GPU to GPU:
+# that is what a call bound by the host looks like. Every call of ``rms_norm`` runs Python before its kernel is queued
 # (argument checks, the autograd wrapper, Triton's launcher binding and specialising its
 # arguments; the backward launches two kernels, three with a bias, each through that
 # path), several times what PyTorch's C++ dispatch costs, and meanwhile the GPU waits.
 # Where the data is large enough for the GPU time to dominate, the ratios are the
 # kernels' own. Keeping the host cost small is the launcher's job (a compiled launch
 # cached per shape, CUDA graphs for a whole step); this page's kernels do not address
-# it. The lines "at least as fast as torch at hidden" above say, for each op and GPU,
+# it.
+#
+# The largest size is not host-bound: one backward call there moves hundreds of
+# megabytes and takes hundreds of microseconds. The forward reaches most of the
+# same-bytes copy there; the backward reaches a third to a half of the copy (the
+# ``/ ceiling`` rows of the summaries above), and torch's own backward is no closer.
+# That is the backward kernel: each program walks its share of rows one at a time, and
+# each row's sums across the row (one for RMSNorm, two for LayerNorm) must finish before
+# its ``dx`` can be written, so few bytes are in flight on each SM. Giving every program several rows per step is the next
+# change it needs; it has not been made yet. The lines "at least as fast as torch at hidden" above say, for each op and GPU,
 # where ours draws level with torch; where they say no size, torch is ahead everywhere
 # measured.
 

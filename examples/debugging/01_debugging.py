@@ -20,6 +20,10 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
+# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none;
+# several cells below print differently in the two, and this line says which ran here.
+# ``triton_guide`` is imported before Triton: it makes that choice, and it must be made
+# before Triton is loaded.
 
 import warnings
 
@@ -70,12 +74,18 @@ print("x + y =", vector_add(x, y, block_size=block_size).tolist())
 # ordinary Python tools work inside it: ``print``, ``breakpoint()`` (then ``p offsets``
 # at the pdb prompt), a debugger in your editor. A page cannot type at a pdb prompt, so
 # here ``sys.settrace`` does the stepping: :func:`~triton_guide.debugging.trace_kernel`
-# records every line each program runs, with its local variables.
+# records every line each program runs and the variables that line assigned.
 # :func:`~triton_guide.debugging.interpreted` gives the interpreted kernel even on a GPU
 # machine, so this cell prints the same thing everywhere.
 #
 # .. literalinclude:: /../triton_guide/debugging.py
 #    :pyobject: trace_kernel
+
+
+def shown(value: object) -> object:
+    """A traced value as a number or a list."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
 
 out = torch.empty(n)
 steps = trace_kernel(
@@ -84,15 +94,16 @@ steps = trace_kernel(
         x.cpu(), y.cpu(), out, n, BLOCK_SIZE=block_size),
 )
 last_program = grid[0] - 1
-print(f"{len(steps)} lines executed by {grid[0]} programs; program {last_program}:")
-seen: dict[str, object] = {}
-for step in (s for s in steps if s.call == last_program):
+program_steps = [s for s in steps if s.call == last_program]
+first = program_steps[0]
+arguments = {name: shown(value) for name, value in first.values.items()
+             if name not in first.assigned and not name.endswith("_ptr")}
+print(f"{len(steps)} lines executed by {grid[0]} programs; program {last_program}, "
+      f"called with {arguments}:")
+for step in program_steps:
     print(f"  line {step.line}: {step.source}")
-    for name, value in step.values.items():
-        if name not in seen and not name.endswith("_ptr"):
-            shown = value.tolist() if hasattr(value, "tolist") else value
-            print(f"      {name} = {shown}")
-    seen = dict(step.values)
+    for name in step.assigned:
+        print(f"      -> {name} = {shown(step.values[name])}")
 print("out =", out.tolist())
 
 # %%
@@ -171,14 +182,16 @@ except Exception as error:
 # Run time: ``tl.device_print``
 # -----------------------------
 # ``tl.device_print`` prints values while the kernel runs. On a GPU every *thread*
-# prints its own elements, one line each, tagged with the program id and the element
-# index, in whatever order the threads reach it. A program runs ``num_warps`` warps of
-# 32 threads; a block of 4 lanes is smaller than that, so several threads hold copies of
-# one element, and each copy prints: count the repeats below before you read meaning into
-# them. The text goes through the CUDA driver
-# to the C-level standard output, which :func:`~triton_guide.debugging.capture_output`
-# catches so that it shows on this page. In the interpreter it is a Python ``print``:
-# one line per program, the whole block at once.
+# prints each element it holds, one line per element, tagged with the program id and the
+# element index, in whatever order the threads reach it. A program runs ``num_warps``
+# warps of 32 threads; a block of 4 lanes is smaller than that, so several threads hold
+# copies of one element, and on a GPU each copy prints: there the count column below
+# shows repeats, which say nothing about the kernel. The text goes through the CUDA
+# driver to the C-level standard output, which
+# :func:`~triton_guide.debugging.capture_output` catches so that it shows on this page.
+# The interpreter has no threads: ``tl.device_print`` is a Python ``print``, one line per
+# program with the program id and the whole block, so there every line is printed once.
+# The first line of the output says which of the two ran this page.
 
 with capture_output() as printed:
     roots = checked_sqrt(values, block_size=4, verbose=True)

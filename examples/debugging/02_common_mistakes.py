@@ -267,8 +267,14 @@ for i in range(4):
 # A negative offset points before the tensor: the kernel reads or writes someone else's
 # memory, or faults. **Fix**: widen to int64 before the multiplication,
 # ``row.to(tl.int64) * row_stride`` (the package's attention kernels do this for their
-# batch and head offsets). This project's launchers refuse tensors of ``2**31`` elements
-# or more with a named error rather than risk it.
+# batch and head offsets, its norm and cross-entropy kernels for their row offsets).
+# int64 arithmetic costs more than int32, so the launchers of
+# :func:`triton_guide.vector_add`, :func:`triton_guide.transpose`,
+# :func:`triton_guide.softmax` and :func:`triton_guide.matmul` widen only when they
+# must: once per launch they ask
+# :func:`~triton_guide.validation.needs_int64_offsets` whether any offset can pass
+# ``2**31 - 1``, and pass the answer as the constexpr ``INT64_OFFSETS``, which selects a
+# compiled variant of the kernel that computes its offsets in int64.
 
 # %%
 # 7. A block size that is not a power of two
@@ -325,17 +331,21 @@ for _ in range(runtime.pick(interpreter=2, gpu=5)):
     total = torch.zeros(1, device=device)
     wrong_sum_without_atomics[(n // 1024,)](ones, total, n, BLOCK_SIZE=1024)
     wrong_sums.append(int(total.item()))
+short_runs = sum(total != n for total in wrong_sums)
 print(f"{n // 1024} programs, exact sum {n:,}; without atomics, runs gave: "
-      + ", ".join(f"{s:,}" for s in wrong_sums))
+      + ", ".join(f"{s:,}" for s in wrong_sums)
+      + f" ({short_runs} of {len(wrong_sums)} runs short)")
 print(f"vector_sum (atomic): {int(vector_sum(ones, method='atomic').item()):,}; "
       f"vector_sum (two-stage): {int(vector_sum(ones).item()):,}")
 
 # %%
-# The interpreter runs the programs one after another, so no two of them ever overlap
-# and it gets the right answer: **it cannot show a race**. On a GPU thousands of
-# programs run at once and the sums above come out short (run this page on one to see by
-# how much). Here is the interleaving that loses an update, replayed by hand for two
-# programs that each add 1024:
+# The interpreter runs the programs one after another, so no two of them ever overlap:
+# when it ran this page (see the first cell), every run above printed the exact sum and
+# none came out short. **The interpreter cannot show a race.** On a GPU many programs
+# run at once, two can load the cell before either stores, and a run that loses an
+# update comes out short; a GPU build prints above how many of its runs did, and the
+# totals can differ from run to run. Here is the interleaving that loses an update,
+# replayed by hand for two programs that each add 1024:
 
 cell = 0.0
 a_sees = cell  # program A loads the cell

@@ -133,6 +133,28 @@ for run in results:
           f"({best / worst:.1f}x slower)")
 
 # %%
+# Elements per thread do not explain the smallest blocks. At BLOCK_SIZE 128 with 1 warp,
+# a thread holds 4 float32, the 16 bytes one load instruction can move, yet 1, 2 and 4
+# warps land at about the same bandwidth, well under the ceiling. What those cells share
+# is the number of programs that finish per microsecond, the bandwidth divided by the
+# bytes a program moves (``2 * 4 * BLOCK_SIZE``), printed below. Each program costs a
+# fixed amount besides its bytes: the GPU must start it on an SM, it computes its
+# offsets, and its stores wait for its loads. At 128 elements that fixed cost, not the
+# memory, sets the pace. With 8 and 16 warps the rate drops further: an SM of compute
+# capability 9.0 (the H100 and the H200) holds at most 32 programs and 64 warps at once,
+# so only 8 or 4 of these programs fit on it, too few to keep enough loads in flight. A
+# larger block spreads the same fixed cost over more bytes.
+
+for run in results:
+    print(f"{run.gpu}: programs finished per microsecond "
+          "(GB/s x 1e3 / bytes per program)")
+    print("BLOCK_SIZE" + "".join(f"{name:>10}" for name in run.series))
+    for i, block_size in enumerate(run.xs[:3]):
+        rates = [values[i] * 1e3 / (2 * 4 * block_size)
+                 for values in run.series.values()]
+        print(f"{block_size:>10}" + "".join(f"{rate:>10,.0f}" for rate in rates))
+
+# %%
 # Coalescing: rows against columns
 # --------------------------------
 # A warp's 32 lanes issue their loads together, and memory is fetched in 32-byte
@@ -197,15 +219,23 @@ for run in coalescing:
     ratios = ", ".join(f"{r / c:.1f}x at n = {side}"
                        for side, r, c in zip(run.xs, run["rows"], run["columns"]))
     print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
+    side = min(run.xs)
+    for walk in walks:
+        micros = 2 * 4 * side * side / (run[walk][run.xs.index(side)] * 1e3)
+        print(f"    walk={walk}, n = {side}: {micros:.1f} microseconds per call")
 
 # %%
-# Counting sectors predicts a gap of 8x. Where the measured gap is less, the L2 cache is
-# why: a small matrix stays in it whole, and in a large one, programs that run at about
-# the same time read neighbouring columns, so a sector fetched for one program may still
-# be in the cache when the next one needs it. Where the gap is more than 8x, as on the
-# largest matrices, counting sectors is not the whole story (the memory system may fetch
-# more than one sector per miss, and addresses a whole row apart are a poor pattern for
-# HBM as well); this page measures the gap, not its parts. Either way, make the lanes of a
+# Counting sectors predicts a gap of 8x. The measured gap grows with the matrix, and the
+# table shows which walk moves: down columns the bandwidth is about the same at every
+# size, while along rows it climbs with the size. No size starts with its data in the L2
+# cache (``do_bench`` flushes it before every run, and a copy reads each byte once), so
+# what holds the small row copies back is their length: a call of a few microseconds,
+# printed below, is too short to reach full bandwidth, because starting the programs,
+# filling every SM with loads and waiting for the last of them take a fixed time that a
+# longer copy spreads over more bytes. Where the gap is more than 8x, as on the largest
+# matrices, counting sectors is not the whole story (the memory system may fetch more
+# than one sector per miss, and addresses a whole row apart are a poor pattern for HBM
+# as well); this page measures the gap, not its parts. Either way, make the lanes of a
 # program walk along the dimension with stride 1.
 
 # %%

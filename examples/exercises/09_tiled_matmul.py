@@ -87,8 +87,9 @@ print(check_file(exercise, exercise.solution_path, seed=0).text())
 # ---------
 # * Masked lanes of ``a`` and ``b`` read 0, so the partial tiles at the edges of ``K``
 #   add nothing to the product; masked lanes of ``c`` are not stored.
-# * ``tl.dot`` wants tile sides of at least 16, and on a GPU it rounds float32 to tf32;
-#   the checker's tolerance follows :func:`triton_guide.testing.tolerance`.
+# * ``tl.dot`` sets a lower bound on the tile sides that depends on the Triton version
+#   and the GPU; sides of 16 or more are safe everywhere. On a GPU it rounds float32 to
+#   tf32; the checker's tolerance follows :func:`triton_guide.testing.tolerance`.
 #
 # Used here: :func:`triton_guide.exercises.get`,
 # :func:`triton_guide.exercises.check_file`,

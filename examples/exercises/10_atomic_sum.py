@@ -2,10 +2,11 @@
 Exercise 10: A sum with atomics
 ===============================
 
-So far every reduction stayed inside one program. Here many programs each sum a block
-and combine their results with ``tl.atomic_add`` into a single number: one launch
-reduces the whole vector. Two traps: the output must start at zero, and a plain store
-would let the programs overwrite each other.
+The one-launch sum of :ref:`the reductions lesson
+<sphx_glr_auto_examples_core_kernels_05_reductions.py>`, written by you: many programs
+each sum a block and combine their results with ``tl.atomic_add`` into a single number.
+Two traps: the output must start at zero, and a plain store would let the programs
+overwrite each other.
 
 .. automodule:: triton_guide.exercises.atomic_sum
    :no-index:

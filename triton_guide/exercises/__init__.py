@@ -27,7 +27,8 @@ from .checker import Mistake, Report, check, load_solve
 
 HERE = Path(__file__).resolve().parent
 
-# The exercises in the order of the lessons they practise.
+# The exercises on the basics, in the order of their lessons, then those on the core
+# kernels, simplest first.
 NAMES = [
     "scaled_add",
     "relu",
@@ -71,6 +72,11 @@ class Exercise:
     def mistakes(self) -> list[Mistake]:
         return list(self.module.MISTAKES)
 
+    @property
+    def read_once(self) -> tuple[str, ...]:
+        """The inputs whose elements a kernel may read only once (checked in the interpreter)."""
+        return tuple(getattr(self.module, "READ_ONCE", ()))
+
     def reference(self, **inputs):
         """The expected output, from the inputs (float64 tensors and scalars)."""
         return self.module.reference(**inputs)
@@ -107,18 +113,20 @@ def all_exercises() -> list[Exercise]:
     return [get(name) for name in NAMES]
 
 
-def check_file(exercise: Exercise, path, *, seed: int | None = None) -> Report:
-    """Check the ``solve`` defined in the file at ``path``."""
-    return check(exercise, load_solve(path), seed=seed)
+def check_file(exercise: Exercise, path, *, seed: int | None = None,
+               only: str | None = None) -> Report:
+    """Check the ``solve`` defined in the file at ``path`` (``only`` as in ``check``)."""
+    return check(exercise, load_solve(path), seed=seed, only=only)
 
 
-def check_mistake(exercise: Exercise, mistake: Mistake, *, seed: int | None = None) -> Report:
-    """Check the reference solution with ``mistake`` made in it."""
+def check_mistake(exercise: Exercise, mistake: Mistake, *, seed: int | None = None,
+                  only: str | None = None) -> Report:
+    """Check the reference solution with ``mistake`` made in it (``only`` as in ``check``)."""
     # triton.jit reads a kernel's source from its file, so the variant must be a real file.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{exercise.name}_{mistake.name}.py"
         path.write_text(exercise.mistake_source(mistake))
-        return check_file(exercise, path, seed=seed)
+        return check_file(exercise, path, seed=seed, only=only)
 
 
 __all__ = ["NAMES", "Exercise", "Mistake", "all_exercises", "check", "check_file",

@@ -1,12 +1,16 @@
-"""``python -m triton_guide.exercises list | stub NAME | solution NAME | check NAME FILE``."""
+"""``python -m triton_guide.exercises list | stub NAME | solution NAME | check NAME FILE``.
+
+``check`` takes ``--seed S`` to replay the inputs of an earlier run and ``--case CASE`` to
+run one case only.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import NAMES, check_file, get
-from .checker import SolveNotFound
+from . import NAMES, get
+from .checker import SolveNotFound, check, load_solve
 
 # Exit statuses: 0 every case passes; 1 a case fails; 2 the command itself is wrong.
 PASSED, FAILED, USAGE = 0, 1, 2
@@ -21,11 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     for command in ("stub", "solution", "statement"):
         sub = commands.add_parser(command, help=f"print the {command} of exercise NAME")
         sub.add_argument("name", metavar="NAME")
-    check = commands.add_parser("check", help="check the solve() defined in FILE")
-    check.add_argument("name", metavar="NAME")
-    check.add_argument("file", metavar="FILE")
-    check.add_argument("--seed", type=int, default=None,
+    check_parser = commands.add_parser("check", help="check the solve() defined in FILE")
+    check_parser.add_argument("name", metavar="NAME")
+    check_parser.add_argument("file", metavar="FILE")
+    check_parser.add_argument("--seed", type=int, default=None,
                        help="replay the inputs of an earlier run (it prints its seed)")
+    check_parser.add_argument("--case", default=None, metavar="CASE",
+                              help="run only the case named CASE")
     arguments = parser.parse_args(argv)
 
     if arguments.command == "list":
@@ -50,11 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         return PASSED
 
     try:
-        report = check_file(exercise, arguments.file, seed=arguments.seed)
+        solve = load_solve(arguments.file)
     except SolveNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE
-    print(report.text())
+    try:
+        # Each line as soon as it is known: if solve kills the process, the lines so far stay.
+        report = check(exercise, solve, seed=arguments.seed, only=arguments.case,
+                       progress=lambda line: print(line, flush=True))
+    except KeyError as error:
+        print(f"error: {error.args[0]}", file=sys.stderr)
+        return USAGE
     return PASSED if report.passed else FAILED
 
 

@@ -8,7 +8,9 @@ Constraints:
 * ``x`` is a contiguous float32 vector of ``n`` elements, ``1 <= n <= 10**7``; ``out`` is
   a float32 tensor of one element.
 * ``out`` arrives holding garbage (the checker fills it with NaN): set it to zero before
-  the launch (``out.zero_()`` in ``solve``), since the programs only ever add to it.
+  the launch (``out.zero_()`` in ``solve``), since the programs only ever add to it. Not
+  from inside the kernel: nothing makes program 0 run before the others (the interpreter
+  runs the checker's launches in reverse order, to show it).
 * Plain ``tl.store`` of a partial sum is a race: the programs would overwrite each other.
   Atomic float additions happen in no fixed order, so the result may differ from run to
   run in the last bits; the checker allows for that.
@@ -57,5 +59,13 @@ MISTAKES = [
             "    out.zero_()\n", "", "n=1"),
     Mistake("store_not_atomic", "each program stores its partial sum over the others'",
             "tl.atomic_add(out_ptr, tl.sum(x, axis=0))", "tl.store(out_ptr, tl.sum(x, axis=0))",
+            "larger_than_one_block"),
+    Mistake("zeroed_in_kernel", "program 0 zeroes out inside the kernel, after other "
+            "programs may have added to it",
+            "    tl.atomic_add(out_ptr, tl.sum(x, axis=0))\n\n\n"
+            "def solve(x: torch.Tensor, out: torch.Tensor, n: int):\n    out.zero_()\n",
+            "    if tl.program_id(0) == 0:\n        tl.store(out_ptr, 0.0)\n"
+            "    tl.atomic_add(out_ptr, tl.sum(x, axis=0))\n\n\n"
+            "def solve(x: torch.Tensor, out: torch.Tensor, n: int):\n",
             "larger_than_one_block"),
 ]

@@ -1,19 +1,34 @@
 """Checking a reader's ``solve`` against an exercise's torch reference, one named case at a time.
 
 Every case builds fresh inputs from a seed, calls ``solve`` with them and compares the output
-with the reference computed in float64. The checker sets three traps that a plain
+with the reference computed in float64. The checker sets traps that a plain
 ``torch.allclose`` would miss:
 
 * outputs arrive filled with NaN (with a payload of the checker's own), so an element the
   kernel never writes shows up, and is told apart from a NaN the kernel computed;
-* every tensor sits inside a larger buffer with margins before and after it: an unmasked
-  load past the end of an input reads NaN, and a store past the end of the output (a
-  missing mask) changes the output's margins, which is caught instead of silently
-  scribbling on memory that happens to belong to nobody;
-* inputs are compared after the call, so a kernel that writes into its input is caught.
+* every tensor sits inside a larger buffer with margins before and after it (and, for a
+  strided view, gaps between its elements);
+* inputs are compared after the call, so a kernel that writes into its input is caught;
+* a ``solve`` that launches no Triton kernel, or passes a float argument to one as a
+  ``tl.constexpr``, fails even when its output is right.
 
-A report names every case with PASS or FAIL and, for the first failing one, the arguments
-(shapes, strides, scalars) and the first wrong positions with the expected and actual values.
+In the Triton interpreter (no GPU) the checker also sees every address a kernel touches
+(:mod:`triton_guide.exercises.watch`): an access off the elements of the tensors, even one
+whose value is thrown away, fails the case, and an access far outside every tensor is
+switched off before it happens, so that no kernel can scribble on the checker's own
+memory. The masked-off lanes of a load without ``other=`` read NaN, the programs of a
+launch run in reverse order, and a copy of an input (``x.contiguous()``) is noticed because
+the kernels never read the input itself.
+
+On a GPU the checker sees only what lands in memory: a store past the end shows in the
+output's margins, and an unmasked load past an input's end reads its margin, filled first
+with NaN and then, in a second run of the case, with ``3e38`` (a maximum ignores NaN). A
+load whose value is thrown away, a load without ``other=``, a copy of an input, and the
+order of the programs are not checked there.
+
+A report names every case with PASS or FAIL as it finishes and, for the first failing one,
+the arguments (shapes, strides, scalars) and the first wrong positions with the expected
+and actual values.
 """
 
 from __future__ import annotations
@@ -31,19 +46,29 @@ import torch
 
 from .. import runtime
 from ..testing import mismatches
+from .watch import UNDEFINED_BITS, Region, Watch
 
-# Elements of NaN kept before and after every tensor handed to ``solve`` (at least the span of
-# the tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
+# Elements kept before and after every tensor handed to ``solve`` (at least the span of the
+# tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
 MARGIN = 4096
 # The NaN an output is filled with: a quiet NaN with a payload of its own. An element still
 # holding these bits was never written, or was computed from the poison (on a CPU, NaN + 1
 # keeps the payload); a NaN the kernel computes from its inputs has other bits.
 POISON_BITS = 0x7FC0DEAD
+# The NaN in the margins and gaps around an input, with a payload of its own too.
+INPUT_MARGIN_BITS = 0x7FC0FEED
+# What the margins around an input hold in the second run of a case, where the checker
+# cannot watch the addresses (on a GPU): finite and larger than any input, so that an
+# unmasked load past the end wins a maximum, which ignores NaN.
+LARGE_MARGIN_FILL = 3.0e38
 # What the margins around an output hold. Not NaN: an unmasked store past the end often
 # stores NaN (read from an input's margin), which must show up as a change.
 OUTPUT_MARGIN_FILL = -12345.0
 # How many wrong positions a failure report lists.
 SHOWN_POSITIONS = 5
+# Whether the kernels' addresses are watched (see the module docstring); tests switch it off
+# to check what a GPU run sees.
+WATCH_MEMORY = runtime.interpreting()
 
 
 @dataclass(frozen=True)
@@ -108,7 +133,8 @@ class Case:
 class Mistake:
     """A plausible wrong solution: the reference solution with ``old`` replaced by ``new``.
 
-    ``caught_by`` names the case that must fail for it.
+    ``caught_by`` names the case that must fail for it, and ``reported``, if given, a phrase
+    that the report of that case says (under the interpreter).
     """
 
     name: str
@@ -116,6 +142,7 @@ class Mistake:
     old: str
     new: str
     caught_by: str
+    reported: str = ""
 
 
 @dataclass
@@ -132,7 +159,9 @@ class Report:
 
     exercise: str
     seed: int
-    results: list[CaseResult]
+    cases: int  # how many cases the exercise has
+    width: int  # the longest case name
+    results: list[CaseResult] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -146,16 +175,17 @@ class Report:
     def first_failure(self) -> CaseResult | None:
         return next((result for result in self.results if not result.passed), None)
 
-    def text(self) -> str:
-        width = max(len(result.case.name) for result in self.results)
-        lines = [
-            f"{self.exercise}: {len(self.results)} cases, seed {self.seed} "
-            f"(--seed {self.seed} replays them)",
-            f"on {runtime.describe()}",
-        ]
-        for result in self.results:
-            verdict = "PASS" if result.passed else "FAIL"
-            lines.append(f"  {verdict}  {result.case.name:<{width}}  {result.summary}")
+    def header(self) -> list[str]:
+        return [f"{self.exercise}: {_count(self.cases, 'case')}, seed {self.seed} "
+                f"(--seed {self.seed} replays them)",
+                f"on {runtime.describe()}"]
+
+    def line(self, result: CaseResult) -> str:
+        verdict = "PASS" if result.passed else "FAIL"
+        return f"  {verdict}  {result.case.name:<{self.width}}  {result.summary}"
+
+    def footer(self) -> list[str]:
+        lines = []
         first = self.first_failure
         if first is not None:
             lines.append(f"first failing case: {first.case.name} ({first.case.why})")
@@ -164,7 +194,10 @@ class Report:
         total, failed = len(self.results), len(self.failed_cases)
         lines.append(f"all {total} cases pass" if self.passed else
                      f"FAILED: {failed} of {total} cases fail (first: {first.case.name})")
-        return "\n".join(lines)
+        return lines
+
+    def text(self) -> str:
+        return "\n".join([*self.header(), *map(self.line, self.results), *self.footer()])
 
 
 class SolveNotFound(Exception):
@@ -200,16 +233,42 @@ def new_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def check(exercise, solve: Callable, *, seed: int | None = None) -> Report:
+def check(exercise, solve: Callable, *, seed: int | None = None, only: str | None = None,
+          progress: Callable[[str], None] | None = None) -> Report:
     """Run ``solve`` on every case of ``exercise`` (an :class:`~triton_guide.exercises.Exercise`).
 
     ``seed`` fixes every input (and the sizes of the random cases); by default a fresh one is
-    drawn, and the report prints it so that a failure can be replayed.
+    drawn, and the report prints it so that a failure can be replayed. ``only`` names the
+    one case to run (``KeyError`` if there is none of that name). ``progress``, if given,
+    receives each line of the report as soon as it is known: the verdict of a case as the
+    case finishes.
     """
     seed = new_seed() if seed is None else seed
-    generator = torch.Generator().manual_seed(seed)
-    results = [_run_case(exercise, solve, case) for case in exercise.cases(generator)]
-    return Report(exercise.name, seed, results)
+    cases = exercise.cases(torch.Generator().manual_seed(seed))
+    if only is not None:
+        names = [case.name for case in cases]
+        if only not in names:
+            raise KeyError(f"{exercise.name} has no case named {only!r}; its cases are: "
+                           f"{', '.join(names)}")
+        cases = [cases[names.index(only)]]
+    report = Report(exercise.name, seed, len(cases), max(len(case.name) for case in cases))
+    emit = progress or (lambda line: None)
+    for line in report.header():
+        emit(line)
+    for case in cases:
+        result = _run_case(exercise, solve, case, INPUT_MARGIN_BITS)
+        if result.passed and not WATCH_MEMORY:
+            again = _run_case(exercise, solve, case, LARGE_MARGIN_FILL)
+            if not again.passed:
+                again.details.insert(0, f"With the inputs' margins filled with "
+                                        f"{LARGE_MARGIN_FILL:g} instead of NaN (which a "
+                                        "maximum ignores): a load past the end of an input?")
+                result = again
+        report.results.append(result)
+        emit(report.line(result))
+    for line in report.footer():
+        emit(line)
+    return report
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -228,20 +287,30 @@ class _Placed:
     span: int  # elements from the view's first to its last element
 
 
-def _place(shape, strides, device, values: torch.Tensor | None) -> _Placed:
+def _fill(tensor: torch.Tensor, value: float | int) -> None:
+    """Fill a float32 ``tensor`` with ``value``: a float, or an int taken as the bits of one."""
+    if isinstance(value, int):
+        tensor.view(torch.int32).fill_(value)
+    else:
+        tensor.fill_(value)
+
+
+def _place(shape, strides, device, values: torch.Tensor | None,
+           margin_fill: float | int) -> _Placed:
     """A tensor of ``shape`` and ``strides`` inside a buffer with margins on both sides.
 
-    An input (``values`` given) gets NaN margins; an output (``values=None``) is NaN inside
-    and ``OUTPUT_MARGIN_FILL`` in its margins.
+    An input (``values`` given) gets ``margin_fill`` in its margins and gaps; an output
+    (``values=None``) is the poison NaN inside and ``OUTPUT_MARGIN_FILL`` in its margins.
     """
     span = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
     margin = max(MARGIN, span)
-    fill = float("nan") if values is not None else OUTPUT_MARGIN_FILL
-    buffer = torch.full((margin + span + margin,), fill, device=device)
-    if values is None:
-        buffer[margin: margin + span].view(torch.int32).fill_(POISON_BITS)
+    buffer = torch.empty((margin + span + margin,), device=device)
     view = buffer.as_strided(shape, strides, margin)
-    if values is not None:
+    if values is None:
+        _fill(buffer, OUTPUT_MARGIN_FILL)
+        _fill(buffer[margin: margin + span], POISON_BITS)
+    else:
+        _fill(buffer, margin_fill)
         view.copy_(values)
     return _Placed(buffer, view, margin, span)
 
@@ -257,34 +326,77 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
-def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
+def _nan_bits(values: torch.Tensor) -> torch.Tensor:
+    """The float32 bits of ``values``, for telling the checker's NaNs apart."""
+    return values.float().contiguous().view(torch.int32)
+
+
+# What an access off the elements of a tensor means, by where it lands.
+_STRAY_HINTS = {
+    "outside every tensor": "Far from every tensor the kernel received (the checker "
+    "switched those lanes off): offsets computed with the wrong strides, or strides passed "
+    "in the wrong order? On a GPU such an access overwrites other memory or stops the "
+    "program with an illegal address.",
+    "past the end of": "Is a tl.load or tl.store missing its mask, is the mask wrong, or an "
+    "offset computed with a wrong stride? On a GPU those lanes touch another tensor's "
+    "memory, even when the value is not used.",
+    "before the start of": "Is an offset negative, or a stride wrong?",
+    "between the elements of": "The tensor is a strided view, with gaps between its rows or "
+    "columns: address it through its strides, never through its shape.",
+}
+
+
+def _stray_result(case: Case, strays) -> CaseResult:
+    described = []
+    for verb, where, name, count in strays:
+        described.append(f"{verb} {_count(count, 'element')} {where}"
+                         + (f" {name}" if name else ""))
+    details = [f"solve {line}" for line in described]
+    details.extend(_STRAY_HINTS[where] for where in dict.fromkeys(w for _, w, _, _ in strays))
+    summary = described[0] + (f" (and {len(described) - 1} more)" if len(described) > 1 else "")
+    return CaseResult(case, False, summary, details)
+
+
+def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int) -> CaseResult:
     device = runtime.device()
     output_name = case.output_name
     placed: dict[str, _Placed] = {}
     call_arguments = []
     for name, value in case.arguments.items():
         if isinstance(value, torch.Tensor):
-            placed[name] = _place(value.shape, value.stride(), device, value)
+            placed[name] = _place(value.shape, value.stride(), device, value, margin_fill)
             call_arguments.append(placed[name].view)
         elif isinstance(value, Output):
             strides = value.strides or _contiguous_strides(value.shape)
-            placed[name] = _place(value.shape, strides, device, None)
+            placed[name] = _place(value.shape, strides, device, None, margin_fill)
             call_arguments.append(placed[name].view)
         else:
             call_arguments.append(value)
+    read_once = set(exercise.read_once)
+    regions = [Region(name, p.view, p.buffer, count_reads=name in read_once)
+               for name, p in placed.items()]
 
-    try:
-        with warnings.catch_warnings():
-            # The interpreter computes with numpy, which warns on overflow (a wrong kernel's
-            # exp(1e4)); the comparison below reports the result.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            solve(*call_arguments)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    except Exception as error:
+    returned, error = None, None
+    with Watch(regions, memory=WATCH_MEMORY) as watch:
+        try:
+            with warnings.catch_warnings():
+                # The interpreter computes with numpy, which warns on overflow (a wrong
+                # kernel's exp(1e4)); the comparison below reports the result.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                returned = solve(*call_arguments)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        except Exception as raised:
+            error = raised
+            tail = traceback.format_exc().rstrip().splitlines()[-12:]
+
+    # Accesses off the tensors' elements come first: they explain an exception or a NaN.
+    strays = watch.strays()
+    if strays:
+        return _stray_result(case, strays)
+    if error is not None:
         message = str(error).strip().splitlines()
         first_line = message[-1] if message else ""
-        tail = traceback.format_exc().rstrip().splitlines()[-12:]
         return CaseResult(case, False, f"solve raised {type(error).__name__}: {first_line}"[:160],
                           ["the end of the traceback:", *tail])
 
@@ -307,35 +419,118 @@ def _run_case(exercise, solve: Callable, case: Case) -> CaseResult:
             return CaseResult(case, False, f"changed the input {name}", [
                 f"solve modified its input {name}: write only to {output_name}"])
 
+    # Whether a kernel stored into the output at all, where the checker can see it.
+    stored = next(r.written for r in regions if r.name == output_name) if WATCH_MEMORY else None
+    wrong = _compare(exercise, case, placed[output_name].view, returned, stored)
+    if wrong is not None:
+        return wrong
+    broken = _broken_constraint(case, watch, regions)
+    if broken is not None:
+        return broken
+    return CaseResult(case, True, case.shapes())
+
+
+def _compare(exercise, case: Case, output: torch.Tensor, returned,
+             stored: bool | None) -> CaseResult | None:
+    """The failure, if ``output`` differs from the reference; ``None`` if it matches.
+
+    ``stored`` says whether a kernel stored into ``output`` (``None``: not known).
+    """
+    output_name = case.output_name
     reference_inputs = {k: v.double() if isinstance(v, torch.Tensor) else v
                         for k, v in case.inputs().items()}
     expected = exercise.reference(**reference_inputs)
-    output = placed[output_name].view.detach().cpu()
-    unwritten = output.view(torch.int32) == POISON_BITS
+    output = output.detach().cpu()
+    bits = _nan_bits(output)
+    unwritten = bits == POISON_BITS
     actual = output.double()
     rtol, atol = exercise.tolerance(**reference_inputs)
     bad = mismatches(actual, expected, rtol=rtol, atol=atol)
     if not bad.any():
-        return CaseResult(case, True, case.shapes())
+        return None
 
     count, total = int(bad.sum()), bad.numel()
     never_written = int((bad & unwritten).sum())
-    summary = f"{count} of {total} elements of {output_name} wrong"
-    if never_written:
-        verb = "holds" if never_written == 1 else "hold"
-        summary += f" ({never_written} still {verb} the checker's NaN)"
+    # Nothing of the output changed, and no kernel is known to have stored into it.
+    nothing = bool(unwritten.all()) and stored is not True
+    if nothing:
+        summary = f"wrote nothing into {output_name}"
+        if isinstance(returned, torch.Tensor):
+            summary += " (solve returned a tensor instead)"
+    else:
+        summary = f"{count} of {total} elements of {output_name} wrong"
+        if never_written:
+            verb = "holds" if never_written == 1 else "hold"
+            summary += f" ({never_written} still {verb} the checker's NaN)"
     details = [f"{count} of {total} elements of {output_name} differ beyond "
                f"rtol={rtol:g}, atol={atol:g}; the first wrong positions:"]
+    notes = {POISON_BITS: "  (the checker's NaN)",
+             INPUT_MARGIN_BITS: "  (the NaN around an input)",
+             UNDEFINED_BITS: "  (the NaN of a masked-off lane)"}
     for position in bad.nonzero()[:SHOWN_POSITIONS].tolist():
         index = tuple(position)
         got, want = actual[index].item(), expected[index].item()
-        note = "  (the checker's NaN)" if unwritten[index] else ""
+        note = notes.get(int(bits[index]), "")
         details.append(f"  {output_name}{list(index)}: expected {want:.7g}, got {got:.7g}{note}")
-    if never_written:
+
+    if isinstance(returned, torch.Tensor):
+        details.append(f"solve returned a tensor: write into the {output_name} you receive; "
+                       "the checker ignores what solve returns.")
+    elif nothing:
+        details.append(f"Nothing stored into {output_name}: does solve pass the "
+                       f"{output_name} it receives to the kernel, and launch any program?")
+    elif never_written:
         details.append("The checker's NaN: the element was never stored, or was computed "
                        f"from {output_name}'s\n  initial value. Does the grid cover every "
                        "block? Is a store masked off?")
+    computed_nan = bad & actual.isnan() & ~unwritten & ~expected.isnan()
+    if computed_nan.any():
+        sources = set(bits[computed_nan].tolist())
+        if UNDEFINED_BITS in sources:
+            details.append("The NaN of a masked-off lane: a tl.load with a mask and no "
+                           "other= leaves those lanes undefined on a GPU (NaN here); give "
+                           "other= a value that changes nothing, such as 0.0 for a sum.")
+        if INPUT_MARGIN_BITS in sources:
+            details.append("The NaN around an input (in its margins, and in the gaps of a "
+                           "strided view): an unmasked load past the end of an input, or an "
+                           "offset computed with a wrong stride?")
+        if not sources & {UNDEFINED_BITS, INPUT_MARGIN_BITS}:
+            details.append("A NaN where a number is expected: computed from an input's "
+                           "margin or gaps (NaN: an unmasked load past the end, or a wrong "
+                           "stride?), from masked-off lanes loaded without other=, or by "
+                           "the arithmetic itself (inf - inf, 0 / 0)?")
     return CaseResult(case, False, summary, details)
+
+
+def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseResult | None:
+    """The failure, if a right output came about in a way the exercise rules out."""
+    if not watch.launches:
+        return CaseResult(case, False, "launched no Triton kernel", [
+            f"solve computed {case.output_name} without launching a Triton kernel: the "
+            "exercise is to write the kernel that computes it."])
+    floats = {name: value for name, value in case.inputs().items() if isinstance(value, float)}
+    for launch in watch.launches:
+        for parameter, value in launch.constexprs.items():
+            if isinstance(value, float) and value in floats.values():
+                return CaseResult(case, False, f"took a float as tl.constexpr {parameter}", [
+                    f"{launch.kernel} takes {parameter} as a tl.constexpr: every new value "
+                    "compiles a new kernel. Pass it as an ordinary argument."])
+    if not WATCH_MEMORY:
+        return None
+    for region in regions:
+        if region.name == case.output_name:
+            continue
+        if not region.read:
+            return CaseResult(case, False, f"never read {region.name} itself", [
+                f"No kernel read {region.name}: solve gave them a copy (such as "
+                f"{region.name}.contiguous()). Pass {region.name} as it is, with its "
+                "strides: a copy is a whole extra pass over memory."])
+        if region.reads is not None and region.reads.max() > 1:
+            twice = int((region.reads > 1).sum())
+            return CaseResult(case, False, f"read {region.name} more than once", [
+                f"{_count(twice, 'element')} of {region.name} read more than once (up to "
+                f"{int(region.reads.max())} times): the exercise asks for one pass."])
+    return None
 
 
 def randn(generator: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:

@@ -62,4 +62,8 @@ MISTAKES = [
             'other=-float("inf"))', "other=0.0)", "all_negative"),
     Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
             "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),
+    Mistake("load_without_mask", "the tile is loaded without a mask: the last tiles read "
+            "past the end of x, and a NaN read there loses every maximum it meets",
+            'tile = tl.load(pointers, mask=mask, other=-float("inf"))',
+            "tile = tl.load(pointers)", "n=1", reported="past the end of x"),
 ]

@@ -64,7 +64,12 @@ def cases(generator):
 MISTAKES = [
     Mistake("x_load_without_mask", "the last K block of x is loaded without its mask and "
             "reads past the end of x",
-            "tl.load(x_ptr + ks, mask=k_mask, other=0.0)", "tl.load(x_ptr + ks)", "tail_of_1"),
+            "tl.load(x_ptr + ks, mask=k_mask, other=0.0)", "tl.load(x_ptr + ks)", "tail_of_1",
+            reported="past the end of x"),
     Mistake("contiguous_rows", "assumes row i of a starts at i * K",
             "a.stride(0), a.stride(1)", "K, 1", "non_contiguous"),
+    Mistake("a_load_without_row_mask", "the tile of a is masked along K only: the rows past M "
+            "of the last row block read past the end of a (the store drops them)",
+            "mask=row_mask[:, None] & k_mask[None, :], other=0.0",
+            "mask=k_mask[None, :], other=0.0", "n=1", reported="past the end of a"),
 ]

@@ -7,7 +7,9 @@ Constraints:
 * ``x`` and ``out`` are contiguous float32 vectors of ``n`` elements, ``1 <= n <= 10**7``.
 * Every load and every store of the last block must be masked: the checker surrounds each
   tensor with a margin and reports a store that lands past the end of ``out``, which on a
-  GPU would silently overwrite whatever tensor lives there.
+  GPU would silently overwrite whatever tensor lives there. In the interpreter it also
+  reports a load past the end of ``x``, even one whose value is never stored.
+* Write into the ``out`` you receive: the checker ignores what ``solve`` returns.
 
 ``solve(x, out, n)`` launches the kernel and returns nothing.
 """
@@ -55,4 +57,13 @@ MISTAKES = [
             "tl.store(out_ptr + offsets, tl.maximum(x, 0.0))", "n=1"),
     Mistake("grid_rounded_down", "the grid n // BLOCK_SIZE drops the last, partial block",
             "triton.cdiv(n, BLOCK_SIZE)", "n // BLOCK_SIZE", "tail_of_1"),
+    Mistake("load_without_mask", "the load has no mask: the lanes past n read past the end "
+            "of x, though the masked store never writes what they read",
+            "x = tl.load(x_ptr + offsets, mask=mask)", "x = tl.load(x_ptr + offsets)", "n=1",
+            reported="read 1023 elements past the end of x"),
+    Mistake("own_output", "solve allocates an output of its own and returns it",
+            "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
+            "    out = torch.empty_like(x)\n    relu_kernel[grid](x, out, n, "
+            "BLOCK_SIZE=BLOCK_SIZE)\n    return out\n", "n=1",
+            reported="write into the out you receive"),
 ]

@@ -6,10 +6,13 @@ Constraints:
 
 * ``x`` is a float32 matrix of shape ``(M, N)`` that may be a non-contiguous view (every
   other row, every third column, a transpose): address element ``(i, j)`` as
-  ``x_ptr + i * x.stride(0) + j * x.stride(1)``; never assume ``x.stride(0) == N``.
+  ``x_ptr + i * x.stride(0) + j * x.stride(1)``; never assume ``x.stride(0) == N``, and
+  pass ``x`` itself, not a contiguous copy (the interpreter notices a copy).
 * ``1 <= M <= 10**5`` and ``1 <= N <= 10**6``: a row may be longer than any block you can
   hold, so each program walks its row block by block and adds as it goes.
 * ``out`` is a contiguous float32 vector of ``M`` elements. Accumulate in float32.
+* Load the masked-off lanes with ``other=0.0``: without ``other=`` they are undefined on a
+  GPU (the checker's interpreter runs make them NaN).
 
 ``solve(x, out, M, N)`` launches the kernel and returns nothing.
 """
@@ -59,8 +62,17 @@ def cases(generator):
 
 MISTAKES = [
     Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
-            "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),
+            "x.stride(0), x.stride(1)", "N, 1", "non_contiguous",
+            reported="between the elements of x"),
     Mistake("load_without_mask", "the loop's last block reads past the end of the row",
             "tl.load(row_start + cols * stride_col, mask=mask, other=0.0)",
             "tl.load(row_start + cols * stride_col)", "tail_of_1"),
+    Mistake("mask_without_other", "the masked-off lanes are loaded without other=0.0: "
+            "undefined on a GPU, added into the sum",
+            "mask=mask, other=0.0)", "mask=mask)", "tail_of_1",
+            reported="The NaN of a masked-off lane"),
+    Mistake("contiguous_copy", "solve hands the kernel x.contiguous(): right, but a whole "
+            "extra pass over memory, and the strides never practised",
+            "    row_sum_kernel[(M,)](", "    x = x.contiguous()\n    row_sum_kernel[(M,)](",
+            "non_contiguous", reported="never read x itself"),
 ]

@@ -7,7 +7,7 @@ Constraints:
 * ``x``, ``y`` and ``out`` are contiguous float32 vectors of ``n`` elements on the device,
   ``1 <= n <= 10**7``; ``out`` is allocated for you (the checker fills it with NaN first).
 * ``alpha`` is a Python float. Pass it to the kernel as an ordinary argument: a
-  ``tl.constexpr`` would compile a new kernel for every value.
+  ``tl.constexpr`` would compile a new kernel for every value (the checker fails it).
 * ``n`` is not a multiple of any block size you may pick: launch enough programs and mask
   the last block.
 
@@ -58,4 +58,8 @@ MISTAKES = [
             "triton.cdiv(n, BLOCK_SIZE)", "n // BLOCK_SIZE", "n=1"),
     Mistake("mask_off_by_one", "offsets <= n lets one lane past the end store",
             "mask = offsets < n", "mask = offsets <= n", "n=1"),
+    Mistake("alpha_constexpr", "alpha is declared tl.constexpr: right values, but a new "
+            "kernel compiled for every alpha",
+            "alpha, n, BLOCK_SIZE: tl.constexpr", "alpha: tl.constexpr, n, BLOCK_SIZE: "
+            "tl.constexpr", "n=1", reported="took a float as tl.constexpr alpha"),
 ]

@@ -6,7 +6,8 @@ per row, the whole row in one block.
 Constraints:
 
 * ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view (use its
-  strides); ``out`` is a contiguous float32 matrix of the same shape.
+  strides, and pass ``x`` itself, not a contiguous copy: the interpreter notices a copy);
+  ``out`` is a contiguous float32 matrix of the same shape.
   ``1 <= M <= 10**5``, ``1 <= N <= 4096``, so a row fits in one block of
   ``triton.next_power_of_2(N)`` lanes.
 * Values can be large (``|x|`` up to ``10**4``): ``exp(x)`` overflows float32 above 88, so
@@ -64,4 +65,8 @@ MISTAKES = [
             "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "large_values"),
     Mistake("padding_with_zero", "padded lanes load 0 and add exp(0 - max) to the sum",
             'other=-float("inf")', "other=0.0", "tail_of_1"),
+    Mistake("out_with_x_strides", "stores out with x's strides: right while x is contiguous, "
+            "past the end of out when it is not",
+            "out_ptr + row * N + cols", "out_ptr + row * stride_row + cols * stride_col",
+            "non_contiguous", reported="past the end of out"),
 ]

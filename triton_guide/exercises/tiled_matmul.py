@@ -7,12 +7,15 @@ Constraints:
 
 * ``a`` (``M x K``) and ``b`` (``K x N``) are float32 matrices, possibly non-contiguous
   views: use their strides. ``c`` is a contiguous float32 ``M x N`` matrix.
-  ``1 <= M, N, K <= 4096`` and none of them is a multiple of the block sizes: mask the
-  ragged edges of ``M``, ``N`` and ``K`` (masked lanes of ``a`` and ``b`` read 0, which
-  adds nothing to the dot product).
-* ``tl.dot`` wants every block dimension to be at least 16. Accumulate in float32. On a
-  GPU ``tl.dot`` rounds float32 inputs to tf32, so the checker allows a relative error of
-  a few 1e-2 there; the interpreter multiplies exactly.
+  ``1 <= M, N, K <= 4096``, in general not multiples of the block sizes: mask the ragged
+  edges of ``M``, ``N`` and ``K`` (masked lanes of ``a`` and ``b`` read 0, which adds
+  nothing to the dot product).
+* ``tl.dot`` sets a lower bound on the block sizes that depends on the Triton version and
+  the GPU: Triton 3.9 on an NVIDIA GPU wants ``BLOCK_K`` of at least 8 for float32 (16 for
+  16-bit inputs), older versions wanted 16 on every side, and the interpreter takes any.
+  Blocks of 16 or more are safe everywhere. Accumulate in float32. On a GPU ``tl.dot``
+  rounds float32 inputs to tf32, so the checker allows a relative error of a few 1e-2
+  there; the interpreter multiplies exactly.
 
 ``solve(a, b, c, M, N, K)`` launches the kernel and returns nothing.
 """

@@ -61,4 +61,9 @@ MISTAKES = [
             "out.stride(0), out.stride(1)", "M, 1", "non_contiguous"),
     Mistake("grid_rounded_down", "the grid M // BLOCK_M drops the last row tile",
             "triton.cdiv(M, BLOCK_M)", "M // BLOCK_M", "n=1"),
+    Mistake("store_roles_not_swapped", "stores the tile at out[i, j] instead of out[j, i]: "
+            "row i of x times out's row stride, far past the end of out",
+            "out_ptr + cols[None, :] * stride_out_row + rows[:, None] * stride_out_col",
+            "out_ptr + rows[:, None] * stride_out_row + cols[None, :] * stride_out_col",
+            "non_power_of_two", reported="outside every tensor"),
 ]

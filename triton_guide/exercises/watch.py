@@ -1,0 +1,252 @@
+"""What the kernels that ``solve`` launches do, seen from inside the Triton interpreter.
+
+Under the interpreter every load, store and atomic of a kernel goes through one object,
+``triton.runtime.interpreter.interpreter_builder``, with the addresses of all its lanes in
+a numpy array, and every launch goes through ``run`` of the jitted function. While one case
+runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU would hide:
+
+* every address is checked *before* the access. The interpreter reads and writes raw
+  memory, so a store with a wrong stride used to land on the Python heap and kill the
+  process ("free(): invalid size", no report); now a lane outside every tensor the kernel
+  received is masked off and counted instead. This, not wider margins, is the protection:
+  no margin is wide enough for every wrong stride, and a margin wide enough for the
+  plausible ones costs hundreds of MB per case;
+* a lane inside a buffer the checker allocated but not on an element of its tensor (in a
+  margin, or in a gap of a strided view) is counted too, so an unmasked load is caught
+  even when its value is thrown away or lost in a maximum (``tl.max`` ignores NaN);
+* the masked-off lanes of a load without ``other=`` read NaN, not the interpreter's 0: on a
+  GPU they hold whatever was in the registers;
+* the programs of a launch run in reverse order: a GPU promises no order, and a kernel that
+  relies on program 0 running first (to zero an output, say) then fails;
+* reads of chosen tensors are counted per element, for exercises that allow one pass.
+
+Launches are counted, and the arguments that reach a kernel as ``tl.constexpr`` noted, on a
+GPU too (through ``JITFunction.run``); the memory checks exist only in the interpreter.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+# The NaN that the masked-off lanes of a float32 load without ``other=`` read: a payload of
+# its own, so that a result computed from it can sometimes be told apart (numpy keeps the
+# payload through + and *, not through exp).
+UNDEFINED_BITS = 0x7FC0BAD0
+
+
+class Region:
+    """A buffer the checker allocated: a tensor's elements, and the margins and gaps around them.
+
+    Addresses inside the buffer are counted in words, one per element of the buffer.
+    """
+
+    def __init__(self, name: str, tensor: torch.Tensor, buffer: torch.Tensor, *,
+                 count_reads: bool = False):
+        self.name = name
+        self.tensor = tensor  # what solve receives: a view into buffer
+        self.buffer = buffer
+        self.start = buffer.data_ptr()
+        self.end = self.start + buffer.numel() * buffer.element_size()
+        flags = torch.zeros(buffer.numel(), dtype=torch.bool)
+        self.first = tensor.storage_offset() - buffer.storage_offset()
+        flags.as_strided(tensor.shape, tensor.stride(), self.first).fill_(True)
+        self.is_element = flags.numpy()
+        self.last = self.first + sum((size - 1) * stride
+                                     for size, stride in zip(tensor.shape, tensor.stride()))
+        self.read = False  # whether a kernel read one of its elements
+        self.written = False  # whether a kernel stored into one of its elements
+        self.reads = np.zeros(buffer.numel(), np.int64) if count_reads else None
+        # "read" / "wrote" -> the words off the elements that kernels touched.
+        self.strays = {verb: np.zeros(buffer.numel(), bool) for verb in ("read", "wrote")}
+
+    def where(self, words: np.ndarray) -> Counter:
+        """How many of ``words`` (none of them elements) lie before, after and between."""
+        before = int((words < self.first).sum())
+        after = int((words > self.last).sum())
+        return Counter({"before the start of": before, "past the end of": after,
+                        "between the elements of": words.size - before - after})
+
+
+@dataclass
+class Launch:
+    kernel: str
+    constexprs: dict[str, object]  # the arguments the kernel takes as tl.constexpr
+
+
+def _constexpr_names(fn) -> set[str]:
+    names = set()
+    for name, parameter in inspect.signature(fn).parameters.items():
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if text.split(".")[-1] == "constexpr":
+            names.add(name)
+    return names
+
+
+class Watch:
+    """Watches the kernels launched while it is entered (a ``with`` block around ``solve``).
+
+    ``regions`` are the checker's buffers. A tensor that ``solve`` allocates and passes to a
+    kernel is allowed as a whole, and not watched further.
+    """
+
+    def __init__(self, regions: list[Region], *, memory: bool):
+        self.regions = regions
+        self.memory = memory
+        self.launches: list[Launch] = []
+        self.outside: dict[str, set[int]] = {"read": set(), "wrote": set()}
+        self._own: list[tuple[int, int]] = []  # byte ranges of solve's own tensors
+        self._restore: list[tuple[object, str, object]] = []
+
+    # -- what the checker asks afterwards -------------------------------------------------
+
+    def strays(self) -> list[tuple[str, str, str | None, int]]:
+        """``(verb, where, name, count)`` for every access off the elements of a tensor.
+
+        ``name`` is ``None`` for addresses outside every tensor the kernel received.
+        """
+        found = [(verb, "outside every tensor", None, len(addresses))
+                 for verb, addresses in self.outside.items() if addresses]
+        for region in self.regions:
+            for verb, touched in region.strays.items():
+                for where, count in region.where(np.flatnonzero(touched)).items():
+                    if count:
+                        found.append((verb, where, region.name, count))
+        return found
+
+    # -- patching -------------------------------------------------------------------------
+
+    def __enter__(self):
+        from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
+        from triton.runtime.jit import JITFunction
+
+        for kind in (JITFunction, InterpretedFunction):
+            self._wrap(kind, "run", self._run, bind_self=True)
+        if self.memory:
+            builder = interpreter_builder
+            self._wrap(builder, "create_masked_load", self._load)
+            self._wrap(builder, "create_masked_store", self._store)
+            self._wrap(builder, "create_atomic_rmw", self._atomic_rmw)
+            self._wrap(builder, "create_atomic_cas", self._atomic_cas)
+            self._wrap(builder, "set_grid_idx", self._reversed_grid_idx)
+        return self
+
+    def __exit__(self, *exc_info):
+        for owner, name, original in reversed(self._restore):
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self._restore.clear()
+        return False
+
+    def _wrap(self, owner, name, wrapper, *, bind_self=False):
+        # An instance attribute shadows the class's method; a class attribute is replaced.
+        original = getattr(owner, name)
+        self._restore.append((owner, name, owner.__dict__.get(name)))
+        if bind_self:
+            def method(function_self, *args, **kwargs):
+                return wrapper(original, function_self, *args, **kwargs)
+            setattr(owner, name, method)
+        else:
+            setattr(owner, name, lambda *args, **kwargs: wrapper(original, *args, **kwargs))
+
+    # -- launches -------------------------------------------------------------------------
+
+    def _run(self, original, function, *args, grid, warmup, **kwargs):
+        if not warmup:
+            fn = function.fn
+            signature = inspect.signature(fn)
+            try:
+                arguments = signature.bind_partial(*args, **{
+                    k: v for k, v in kwargs.items() if k in signature.parameters}).arguments
+            except TypeError:
+                arguments = {}  # wrong arguments: Triton's own error says which
+            names = _constexpr_names(fn)
+            self.launches.append(Launch(fn.__name__, {
+                name: value for name, value in arguments.items() if name in names}))
+            for value in [*args, *kwargs.values()]:
+                if isinstance(value, torch.Tensor):
+                    self._allow(value)
+        return original(function, *args, grid=grid, warmup=warmup, **kwargs)
+
+    def _allow(self, tensor: torch.Tensor):
+        storage = tensor.untyped_storage()
+        start = storage.data_ptr()
+        if any(region.start <= start < region.end for region in self.regions):
+            return  # a view of one of the checker's tensors: watched as such
+        self._own.append((start, start + storage.nbytes()))
+
+    def _reversed_grid_idx(self, original, x, y, z):
+        from triton.runtime.interpreter import interpreter_builder
+
+        nx, ny, nz = interpreter_builder.grid_dim
+        return original(nx - 1 - x, ny - 1 - y, nz - 1 - z)
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def _check(self, addresses: np.ndarray, mask: np.ndarray | None, verb: str) -> np.ndarray:
+        """The lanes of ``mask`` whose addresses are safe to access; strays are recorded."""
+        lanes = np.ones(addresses.shape, bool) if mask is None else \
+            np.broadcast_to(mask, addresses.shape).copy()
+        wanted = addresses[lanes].astype(np.uint64)
+        safe = np.zeros(wanted.shape, bool)
+        for start, end in self._own:
+            safe |= (wanted >= start) & (wanted < end)
+        for region in self.regions:
+            inside = (wanted >= region.start) & (wanted < region.end)
+            if not inside.any():
+                continue
+            safe |= inside
+            words = (wanted[inside] - np.uint64(region.start)) // np.uint64(
+                region.buffer.element_size())
+            words = words.astype(np.int64)
+            element = region.is_element[words]
+            region.strays[verb][words[~element]] = True
+            if verb == "wrote" and element.any():
+                region.written = True
+            if verb == "read" and element.any():
+                region.read = True
+                if region.reads is not None:
+                    region.reads += np.bincount(words[element], minlength=region.reads.size)
+        if not safe.all():
+            self.outside[verb].update(np.unique(wanted[~safe]).tolist())
+            lanes[lanes] = safe
+        return lanes
+
+    # The builder's methods take cache and volatility arguments that differ between Triton
+    # versions (3.6: cache_modifier, eviction_policy; 3.9: cache_policy): passed on as they are.
+    def _load(self, original, ptrs, mask, other, *options):
+        from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+        lanes = self._check(ptrs.data, mask.data, "read")
+        element_type = ptrs.get_element_ty()
+        dtype = _get_np_dtype(element_type)
+        if other is None and np.issubdtype(dtype, np.floating):
+            fill = np.array([UNDEFINED_BITS], np.uint32).view(np.float32) \
+                if dtype == np.float32 else np.array([np.nan])
+            other = TensorHandle(np.full(ptrs.data.shape, fill[0], dtype), element_type)
+        return original(ptrs, TensorHandle(lanes, mask.dtype), other, *options)
+
+    def _store(self, original, ptrs, value, mask, *options):
+        from triton.runtime.interpreter import TensorHandle
+
+        lanes = self._check(ptrs.data, mask.data, "wrote")
+        return original(ptrs, value, TensorHandle(lanes, mask.dtype), *options)
+
+    def _atomic_rmw(self, original, op, ptr, val, mask, sem, scope):
+        from triton.runtime.interpreter import TensorHandle
+
+        lanes = self._check(ptr.data, mask.data, "wrote")
+        return original(op, ptr, val, TensorHandle(lanes, mask.dtype), sem, scope)
+
+    def _atomic_cas(self, original, ptr, cmp, val, sem, scope):
+        if not self._check(ptr.data, None, "wrote").all():
+            # A compare-and-swap has no mask to switch the stray lanes off with.
+            raise MemoryError("tl.atomic_cas on an address outside every tensor")
+        return original(ptr, cmp, val, sem, scope)
