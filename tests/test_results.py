@@ -441,3 +441,10 @@ def test_a_live_run_prints_its_table_before_the_recorded_gpus(page, store_dir, m
     # a table per GPU here: three groups side by side would be wider than an output block
     assert groups == ["Synthetic Live GPU", "Synthetic A100", "Synthetic B200"], headers
     assert first_row.split("|")[1].split() == ["1,000.0", "500.0"], first_row
+
+
+def test_time_per_call_is_worked_back_from_the_rate():
+    from triton_guide.benchmark import gb_per_s, us_per_call
+
+    # 1 MB in 0.5 ms is 2 GB/s; back from 2 GB/s, 1 MB takes 500 microseconds
+    assert gb_per_s(1e6, 0.5) == 2.0 and us_per_call(1e6, 2.0) == 500.0

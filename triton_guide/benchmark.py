@@ -134,6 +134,11 @@ def tflop_per_s(num_flops: float, ms: float) -> float:
     return num_flops / ms * 1e-9
 
 
+def us_per_call(num_bytes: float, rate_gb_per_s: float) -> float:
+    """The time of one call, in microseconds, worked back from its rate (gb_per_s's inverse)."""
+    return num_bytes / rate_gb_per_s * 1e-3
+
+
 # -- ceilings ------------------------------------------------------------------------------
 
 CEILING_UNITS = {"copy": "GB/s", "gemm_fp16": "TFLOP/s", "gemm_bf16": "TFLOP/s"}

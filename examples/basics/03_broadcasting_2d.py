@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from triton_guide import runtime, transpose, transpose_reference
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -161,7 +161,7 @@ for run in results:
     print(f"{run.gpu}: microseconds per call (2 x 4 x n^2 bytes / rate)")
     print(f"{'n':>14}" + "".join(f"{n:>9,}" for n in run.xs))
     for name in run.series:
-        micros = [2 * 4 * n * n / (rate * 1e3) for n, rate in zip(run.xs, run[name])]
+        micros = [us_per_call(2 * 4 * n * n, rate) for n, rate in zip(run.xs, run[name])]
         print(f"{name:>14}" + "".join(f"{t:>9.1f}" for t in micros))
         slower = [f"{n:,}" for i, n in enumerate(run.xs)
                   if any(micros[i] >= later for later in micros[i + 1:])]

@@ -23,7 +23,7 @@ import math
 import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
 
@@ -227,10 +227,10 @@ for run in results:
               f"{min(ratios):.2f}x to {max(ratios):.2f}x torch.softmax")
     shortest = run.xs.index(min(run.xs))
     nbytes = 2 * 4096 * run.xs[shortest] * 4
-    ours, theirs = (nbytes / run[name][shortest] / 1e3
+    ours, theirs = (us_per_call(nbytes, run[name][shortest])
                     for name in ("fused (one pass)", "torch.softmax"))
     at_copy = (f"; at the copy ceiling the bytes need "
-               f"{nbytes / run.ceiling.value / 1e3:.1f} us" if run.ceiling else "")
+               f"{us_per_call(nbytes, run.ceiling.value):.1f} us" if run.ceiling else "")
     print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): fused "
           f"{ours:.1f} us per call, torch.softmax {theirs:.1f} us ({ours / theirs:.1f}x)"
           f"{at_copy}")

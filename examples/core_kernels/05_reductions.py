@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
@@ -282,21 +282,21 @@ results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
 for run in results:
     print(f"{run.gpu}, two_stage / atomic / torch.sum time per call:")
     for i, size in enumerate(run.xs):
-        times = [4 * size / run[name][i] / 1e3 for name in ("two_stage", "atomic",
-                                                             "torch.sum")]
+        times = [us_per_call(4 * size, run[name][i])
+                 for name in ("two_stage", "atomic", "torch.sum")]
         print(f"  n = 2^{size.bit_length() - 1}: " + " / ".join(f"{t:,.0f}" for t in times)
               + " us")
 
 # %%
 # At the smallest size the vector is 256 KiB, which the GPU reads in well under a
-# microsecond, so fixed costs set the time there more than reading does: launches (``vector_sum`` zeroes its
-# output, then launches one Triton kernel for the atomic sum, two for the two-stage
-# one) and how each sum splits the work. The times above show where that regime ends
-# on each GPU: as long as a call's time hardly grows with n, it is not the reading
-# that is timed. Only where it grows with n do the three compare as sums. Where the
-# two-stage sum takes much longer than the atomic one at the same small n, the extra
-# launch alone does not explain it (the gap is not the same at every size); this page
-# does not time the two stages apart, so those points stay unexplained here.
+# microsecond, so fixed costs set the time there more than reading does: launches
+# (``vector_sum`` zeroes its output, then launches one Triton kernel for the atomic sum,
+# two for the two-stage one) and how each sum splits the work. The times above show
+# where that regime ends on each GPU: as long as a call's time hardly grows with n, it
+# is not the reading that is timed. Only where it grows with n do the three compare as
+# sums. Where the two-stage sum takes much longer than the atomic one at the same small
+# n, the extra launch alone does not explain it (the gap is not the same at every size);
+# this page does not time the two stages apart, so those points stay unexplained here.
 
 # %%
 # Takeaways

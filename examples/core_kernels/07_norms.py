@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from triton_guide import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
 from triton_guide.norms import default_num_partials
 from triton_guide.testing import assert_close, tolerance
 
@@ -262,9 +262,9 @@ def benchmark(direction, make, trips):
         small = run.xs.index(min(run.xs))
         nbytes = trips * ROWS * run.xs[small] * 2
         print(f"{run.gpu}, {direction}, hidden {run.xs[small]}: one call takes "
-              f"{nbytes / run['rms_norm'][small] / 1e3:.0f} us (rms_norm) against "
-              f"{nbytes / run['torch rms_norm'][small] / 1e3:.0f} us (torch) and "
-              f"{nbytes / run[COPY][small] / 1e3:.0f} us for the copy")
+              f"{us_per_call(nbytes, run['rms_norm'][small]):.0f} us (rms_norm) against "
+              f"{us_per_call(nbytes, run['torch rms_norm'][small]):.0f} us (torch) and "
+              f"{us_per_call(nbytes, run[COPY][small]):.0f} us for the copy")
 
 
 # %%
@@ -281,25 +281,26 @@ benchmark("backward", backward, trips=3)
 # Read the ratios by size. Where a call moves a few megabytes, which the GPU does in a
 # few microseconds (the same-bytes copy's time, printed above for the smallest size),
 # our calls take far longer, and the times vary from size to size and from GPU to GPU:
-# that is what a call bound by the host looks like. Every call of ``rms_norm`` runs Python before its kernel is queued
-# (argument checks, the autograd wrapper, Triton's launcher binding and specialising its
-# arguments; the backward launches two kernels, three with a bias, each through that
-# path), several times what PyTorch's C++ dispatch costs, and meanwhile the GPU waits.
-# Where the data is large enough for the GPU time to dominate, the ratios are the
-# kernels' own. Keeping the host cost small is the launcher's job (a compiled launch
-# cached per shape, CUDA graphs for a whole step); this page's kernels do not address
-# it.
+# that is what a call bound by the host looks like. Every call of ``rms_norm`` runs
+# Python before its kernel is queued (argument checks, the autograd wrapper, Triton's
+# launcher binding and specialising its arguments; the backward launches two kernels,
+# three with a bias, each through that path), several times what PyTorch's C++ dispatch
+# costs, and meanwhile the GPU waits. Where the data is large enough for the GPU time to
+# dominate, the ratios are the kernels' own. Keeping the host cost small is the
+# launcher's job (a compiled launch cached per shape, CUDA graphs for a whole step);
+# this page's kernels do not address it. The lines "at least as fast as torch at
+# hidden" above say, for each op and GPU, where ours draws level with torch; where they
+# say no size, torch is ahead everywhere measured.
 #
 # The largest size is not host-bound: one backward call there moves hundreds of
 # megabytes and takes hundreds of microseconds. The forward reaches most of the
-# same-bytes copy there; the backward reaches a third to a half of the copy (the
-# ``/ ceiling`` rows of the summaries above), and torch's own backward is no closer.
-# That is the backward kernel: each program walks its share of rows one at a time, and
-# each row's sums across the row (one for RMSNorm, two for LayerNorm) must finish before
-# its ``dx`` can be written, so few bytes are in flight on each SM. Giving every program several rows per step is the next
-# change it needs; it has not been made yet. The lines "at least as fast as torch at hidden" above say, for each op and GPU,
-# where ours draws level with torch; where they say no size, torch is ahead everywhere
-# measured.
+# same-bytes copy there; the backward reaches a third to a half of the copy (the rows
+# ending in ``/ ceiling`` in the summaries above), and torch's own backward is no
+# closer. That is the backward kernel: each program walks its share of rows one at a
+# time, and each row's sums across the row (one for RMSNorm, two for LayerNorm) must
+# finish before its ``dx`` can be written, so few bytes are in flight on each SM. Giving
+# every program several rows per step is the next change it needs; it has not been made
+# yet.
 
 # %%
 # Takeaways

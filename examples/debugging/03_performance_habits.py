@@ -34,7 +34,7 @@ import time
 import torch
 
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark, gb_per_s, median_ms
+from triton_guide.benchmark import Benchmark, gb_per_s, median_ms, us_per_call
 from triton_guide.copy import (
     AUTOTUNE_BLOCK_SIZES,
     AUTOTUNE_NUM_WARPS,
@@ -221,7 +221,7 @@ for run in coalescing:
     print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
     side = min(run.xs)
     for walk in walks:
-        micros = 2 * 4 * side * side / (run[walk][run.xs.index(side)] * 1e3)
+        micros = us_per_call(2 * 4 * side * side, run[walk][run.xs.index(side)])
         print(f"    walk={walk}, n = {side}: {micros:.1f} microseconds per call")
 
 # %%
