@@ -208,3 +208,43 @@ def test_rejects_wrong_device(wrong_device, device):
     logits, target = make_inputs(4, 10, torch.float32, device)
     with pytest.raises(ValueError, match="logits is on"):
         cross_entropy(logits.to(wrong_device), target)
+
+
+# The backward's rescale: a kernel that tests the incoming gradient on the device, so the
+# host never waits for it; a non-contiguous buffer falls back to a plain torch multiply.
+@pytest.mark.parametrize("scale", [1.0, 2.5, 0.0], ids=["one_leaves_it_alone", "two_and_a_half", "zero"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("size", [(3, 5), (37, 4100)], ids=["one_block", "several_blocks_and_a_tail"])
+def test_scale_if_not_one(scale, layout, size, device):
+    from triton_guide.cross_entropy import scale_if_not_one
+
+    x = torch.randn(size, device=device)
+    if layout == "transposed":
+        x = torch.randn(size[::-1], device=device).t()
+    expected = x * scale
+    scale_if_not_one(x, torch.tensor(scale, device=device))
+    assert torch.equal(x, expected)
+
+
+@pytest.mark.skipif(runtime.interpreting(), reason="counts host syncs of CUDA: needs a GPU")
+def test_backward_does_not_wait_for_the_gpu(device):
+    logits = torch.randn(64, 5000, device=device).requires_grad_()
+    target = torch.randint(0, 5000, (64,), device=device)
+    loss = cross_entropy(logits * 1, target)  # the forward syncs once (rows not ignored)
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    try:
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    assert logits.grad is not None
+
+
+@pytest.mark.parametrize("grad_scale", [1.0, 3.0], ids=["loss", "scaled_loss"])
+def test_a_second_backward_fails_rather_than_scale_twice(grad_scale, device):
+    logits = torch.randn(4, 50, device=device).requires_grad_()
+    target = torch.randint(0, 50, (4,), device=device)
+    loss = cross_entropy(logits * 1, target) * grad_scale
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -93,12 +93,57 @@ ALIGNMENT_SHAPES = runtime.pick(
 
 @pytest.mark.parametrize("shape", ALIGNMENT_SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_base", "base_off_by_one"])
-def test_rows_aligned_to_less_than_16(shape, offset, device, check):
+@pytest.mark.parametrize("copies", [False, True], ids=["as_they_are", "aligned_copies"])
+def test_rows_aligned_to_less_than_16(shape, offset, copies, device, check, monkeypatch):
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    # aligned_copies only pays off for large products: force it (or rule it out) here
+    monkeypatch.setattr(module, "COPY_MIN_FLOPS", 0 if copies else float("inf"))
+    real_copies, copied = module.aligned_copies, []
+
+    def counted_copies(a, b):
+        copied.append(True)
+        return real_copies(a, b)
+
+    monkeypatch.setattr(module, "aligned_copies", counted_copies)
     m, n, k = shape
     dtype = torch.float16
     a = torch.randn(m * k + offset, device=device, dtype=dtype)[offset:].view(m, k)
     b = torch.randn(k * n + offset, device=device, dtype=dtype)[offset:].view(k, n)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    unaligned = module.unaligned_rows(a, k) or module.unaligned_rows(b, n)
+    assert bool(copied) == (copies and unaligned)
+
+
+def test_alignment_hint_covers_k_not_only_the_row_stride(device, check):
+    # rows 1024 elements apart (16-aligned) but K = 1000: A_ALIGN must be 8, not 16
+    a = torch.randn(40, 1024, device=device, dtype=torch.float16)[:, :1000]
+    b = torch.randn(1000, 24, device=device, dtype=torch.float16)
+    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float16, tensor_cores=True))
+
+
+@pytest.mark.parametrize("shape,offset,unaligned", [
+    ((4, 8), 0, False), ((4, 6), 0, True), ((4, 8), 1, True), ((1, 3), 0, True),
+], ids=["16_bytes", "12_bytes", "base_off_by_one", "one_row_of_6_bytes"])
+def test_unaligned_rows(shape, offset, unaligned):
+    from triton_guide.matmul import unaligned_rows
+
+    rows, width = shape
+    x = torch.zeros(rows * width + offset, dtype=torch.float16)[offset:].view(rows, width)
+    assert unaligned_rows(x, width) == unaligned
+    assert not unaligned_rows(x.t(), rows)  # laid out in columns: not rows at all
+
+
+def test_aligned_copies_pad_k_with_zeros():
+    from triton_guide.matmul import aligned_copies
+
+    a, b = torch.randn(5, 13), torch.randn(13, 7)
+    padded_a, padded_b = aligned_copies(a, b)
+    assert padded_a.shape == (5, 16) and padded_b.shape == (16, 7)
+    assert padded_a.stride() == (16, 1) and padded_b.stride() == (1, 16)  # b column by column
+    assert torch.equal(padded_a[:, :13], a) and torch.equal(padded_b[:13], b)
+    assert not padded_a[:, 13:].any() and not padded_b[13:].any()
 
 
 def test_alignment_is_the_largest_power_of_two_dividing_all():

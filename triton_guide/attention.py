@@ -411,12 +411,13 @@ def attention_backward_dq_kernel(
     tl.store(dq_ptrs, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=tile_mask)
 
 
-# Keys and values are read through tensor descriptors (``triton.tools.tensor_descriptor``):
-# a host-side record of a tensor's base, shape and strides that lets ``desc.load`` fetch a
-# whole tile. On Hopper (sm_90) that load is one TMA instruction, an asynchronous copy engine
-# that fills shared memory without using the warps' registers or address arithmetic, and
-# rows past the end of a head come back as zeros. Elsewhere Triton lowers it to ordinary
-# loads. TMA needs the base and every stride but the last to be multiples of 16 bytes.
+# q, k, v (and, in the backward, the output's gradient) are read through tensor
+# descriptors (``triton.tools.tensor_descriptor``): a host-side record of a tensor's base,
+# shape and strides that lets ``desc.load`` fetch a whole tile. On Hopper (sm_90) that load
+# is one TMA instruction, an asynchronous copy engine that fills shared memory without
+# using the warps' registers or address arithmetic, and rows past the end of a head come
+# back as zeros. Elsewhere Triton lowers it to ordinary loads. TMA needs the base and
+# every stride but the last to be multiples of 16 bytes.
 TMA_ALIGNMENT = 16
 
 
@@ -581,10 +582,10 @@ def attention(
     dtype, any strides (a layout TMA cannot read, such as rows that are not a multiple of 16
     bytes, costs a copy of that input); ``head_dim`` from 16 to 128. On a GPU, float32
     inputs are multiplied as tf32 (Triton's default for ``tl.dot``), so large scores lose
-    precision: prefer float16 or bfloat16. ``causal`` (a bool, numpy's included) hides from query ``i`` every
-    key after position ``i``. ``sm_scale`` (any positive real number) defaults to
-    ``1 / sqrt(head_dim)``. A second derivative (``create_graph=True``, then backward
-    through the gradient) raises a RuntimeError.
+    precision: prefer float16 or bfloat16. ``causal`` (a bool, numpy's included) hides
+    from query ``i`` every key after position ``i``. ``sm_scale`` (any positive real
+    number) defaults to ``1 / sqrt(head_dim)``. A second derivative
+    (``create_graph=True``, then backward through the gradient) raises a RuntimeError.
     """
     q = check_tensor("q", q, ndim=4)
     k = check_tensor("k", k, ndim=4)
@@ -596,7 +597,8 @@ def attention(
     head_dim = q.shape[-1]
     if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(
-            f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, got {head_dim}"
+            f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, "
+            f"got {head_dim}"
         )
     check_grid_axis(
         "q", q.shape[0] * q.shape[1],

@@ -5,7 +5,8 @@ maximum and a running sum, rescaled when the maximum grows) plus the target's lo
 loss. When the logits need a gradient, a second pass over the same row writes
 ``softmax - onehot`` (label smoothing and the reduction's scale folded in) straight into a
 gradient buffer, so no ``rows x vocabulary`` softmax or log-softmax is ever kept. The
-backward then only rescales that buffer if the incoming gradient is not 1.
+backward then only rescales that buffer if the incoming gradient is not 1, a test made on
+the GPU so that the host does not wait for it.
 
 ``inplace_grad=True`` writes the gradient over the logits themselves (Liger-Kernel's trick):
 no second ``rows x vocabulary`` buffer at all, but the logits are destroyed by the forward.
@@ -17,8 +18,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import fast_launch, next_power_of_2
-from .validation import check_tensor
+from .launch import cdiv, fast_launch, next_power_of_2
+from .runtime import interpreting
+from .validation import check_tensor, needs_int64_offsets
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
@@ -101,6 +103,62 @@ def cross_entropy_forward_kernel(
                      (grad * grad_scale).to(grad_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def scale_if_not_one_kernel(
+    x_ptr,  # a contiguous tensor, rescaled in place
+    scale_ptr,  # one number, on the device
+    num_elements,
+    BLOCK_SIZE: tl.constexpr,
+    INT64_OFFSETS: tl.constexpr,  # num_elements can pass 2**31 - 1
+):
+    # The test happens on the GPU, so the host never waits for the number: when it is 1
+    # (loss.backward() on a mean or a sum), each program reads it and returns at once.
+    scale = tl.load(scale_ptr).to(tl.float32)
+    if scale != 1.0:
+        # A fixed grid of a few programs per SM, each striding through the whole blocks
+        # with unmasked (so 16-byte) loads; then the first program does the partial block.
+        pid, num_programs = tl.program_id(0), tl.num_programs(0)
+        whole_blocks = num_elements // BLOCK_SIZE
+        for block in range(pid, whole_blocks, num_programs):
+            if INT64_OFFSETS:
+                block = block.to(tl.int64)
+            offsets = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+            x = tl.load(x_ptr + offsets)
+            tl.store(x_ptr + offsets, (x.to(tl.float32) * scale).to(x.dtype))
+        if pid == 0:
+            start = whole_blocks * BLOCK_SIZE
+            if INT64_OFFSETS:
+                start = whole_blocks.to(tl.int64) * BLOCK_SIZE
+            offsets = start + tl.arange(0, BLOCK_SIZE)
+            mask = offsets < num_elements
+            x = tl.load(x_ptr + offsets, mask=mask)
+            tl.store(x_ptr + offsets, (x.to(tl.float32) * scale).to(x.dtype), mask=mask)
+
+
+# Elements per program and step of the rescale; programs per SM for its fixed grid.
+SCALE_BLOCK = 4096
+SCALE_PROGRAMS_PER_SM = 4
+
+
+def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
+    """``x *= scale`` in place for a one-element ``scale``, skipped without a host sync
+    (no element of ``x`` is read) when ``scale`` is 1."""
+    if not x.is_contiguous():  # the kernel walks x as one flat run of elements
+        x.mul_(scale.to(x.dtype))
+        return
+    if interpreting():
+        programs = 4
+    else:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        programs = SCALE_PROGRAMS_PER_SM * sms
+    grid = (max(1, min(programs, cdiv(x.numel(), SCALE_BLOCK))),)
+    fast_launch(scale_if_not_one_kernel)[grid](
+        x, scale, x.numel(), BLOCK_SIZE=SCALE_BLOCK,
+        # the partial block's offsets reach up to a block past the end
+        INT64_OFFSETS=needs_int64_offsets(x, largest_index=x.numel() + SCALE_BLOCK),
+    )
+
+
 def _num_warps(block_size: int) -> int:
     return 8 if block_size >= 2048 else 4
 
@@ -157,10 +215,13 @@ class _CrossEntropy(torch.autograd.Function):
         (grad,) = ctx.saved_tensors
         if ctx.reduction == "none":
             grad.mul_(grad_loss.to(grad.dtype).unsqueeze(1))
-        elif not torch.equal(grad_loss, torch.ones_like(grad_loss)):
+        else:
             # The usual case, loss.backward(), passes 1: then the buffer is already the
-            # answer and the backward moves no bytes at all.
-            grad.mul_(grad_loss.to(grad.dtype))
+            # answer, and the backward moves no bytes of it.
+            scale_if_not_one(grad, grad_loss)
+            # Whether it was rescaled is known only on the GPU: count it as modified, so
+            # that a second backward through this loss fails instead of scaling twice.
+            torch.autograd.graph.increment_version(grad)
         return grad, None, None, None, None, None, None, None
 
 

@@ -122,18 +122,26 @@ def matmul_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
-    A_ALIGN: tl.constexpr = 1,  # a's rows start a multiple of this many elements apart
-    B_ALIGN: tl.constexpr = 1,  # the same for b's rows, and N is a multiple of it too
+    A_ALIGN: tl.constexpr = 1,  # a's rows start a multiple of this many elements apart,
+    # and K is a multiple of it too
+    B_ALIGN: tl.constexpr = 1,  # the same for b's rows, with N a multiple of it
+    C_ALIGN: tl.constexpr = 1,  # the same for c's rows, with N a multiple of it
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
+    # The launcher proved K a multiple of A_ALIGN and N one of C_ALIGN. Written like this,
+    # the compiler can see it too (tl.multiple_of marks tensors, not scalars), so the masks
+    # against K and N below come in runs of that many elements and loads and stores stay
+    # 16 bytes wide.
+    K = (K // A_ALIGN) * A_ALIGN
+    N = (N // C_ALIGN) * C_ALIGN
     program_id = tl.program_id(axis=0)
     pid_m, pid_n = tile_of_program(
         program_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M
     )
 
     # Rows of a and columns of b past the edge wrap round (% M, % N) instead of being masked:
-    # the loads stay in bounds, the extra results are never stored, and the hot loop needs
-    # a mask along K only.
+    # the loads stay in bounds, the extra results are never stored, and the loop needs a
+    # mask along K only.
     offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
     offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
@@ -157,17 +165,14 @@ def matmul_kernel(
     b_ptrs = b_ptr + b_rows[:, None] + offs_bn[None, :] * stride_bn
 
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    # Whole K slices need no mask, which keeps the hot loop's loads wide and pipelined.
-    for k in range(0, K // BLOCK_SIZE_K):
-        accumulator = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), accumulator)
-        a_ptrs += step_ak
-        b_ptrs += step_bk
-    k_remaining = K % BLOCK_SIZE_K
-    if k_remaining > 0:
-        # The last, partial slice: zeros past the edge add nothing to the dot product.
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # Past the end of K (in the last slice only), zeros: they add nothing to the sum.
+        k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         accumulator = tl.dot(a, b, accumulator)
+        a_ptrs += step_ak
+        b_ptrs += step_bk
     c = accumulator.to(c_ptr.dtype.element_ty)
 
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
@@ -175,7 +180,9 @@ def matmul_kernel(
     if INT64_OFFSETS:
         offs_cm = offs_cm.to(tl.int64)
         offs_cn = offs_cn.to(tl.int64)
-    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    c_rows = tl.multiple_of(offs_cm * stride_cm, C_ALIGN)
+    offs_cn = tl.max_contiguous(tl.multiple_of(offs_cn, C_ALIGN), C_ALIGN)
+    c_ptrs = c_ptr + c_rows[:, None] + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
 
@@ -199,6 +206,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _matmul_op(a, b)
     M, K = a.shape
     N = b.shape[1]
+    if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_rows(a, K) or unaligned_rows(b, N)):
+        a, b = aligned_copies(a, b)
+        K = a.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
 
     def grid(meta):
@@ -208,8 +218,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         # rows are only worth aligning when they are contiguous (a stride of 1 along them)
-        A_ALIGN=alignment(a.stride(0)) if a.stride(1) == 1 else 1,
+        A_ALIGN=alignment(a.stride(0), K) if a.stride(1) == 1 else 1,
         B_ALIGN=alignment(b.stride(0), N) if b.stride(1) == 1 else 1,
+        C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
         INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
     return c
@@ -221,6 +232,36 @@ def alignment(*values: int) -> int:
     while align > 1 and any(value % align for value in values):
         align //= 2
     return align
+
+
+# Below this many FLOPs a product takes a few microseconds whichever way its rows lie, less
+# than the two copies of aligned_copies would add (a prediction; benchmarks/NOTES.md).
+COPY_MIN_FLOPS = 2**28
+
+
+def unaligned_rows(x: torch.Tensor, width: int) -> bool:
+    """True when ``x`` is laid out in rows (a stride of 1 along them) that the kernel cannot
+    read 16 bytes at a time: the row stride or ``width`` is not a multiple of 16 bytes, or
+    the data does not start on a 16-byte boundary."""
+    if x.stride(1) != 1:
+        return False
+    return (alignment(x.stride(0), width) * x.element_size() < 16
+            or x.data_ptr() % 16 != 0)
+
+
+def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` copied so that every row the kernel reads starts on a 16-element
+    boundary: ``a`` as M x K' rows, ``b`` as K' x N stored column by column (the copy of
+    ``b.t()``), where K' is K rounded up to a multiple of 16 and the added columns of ``a``
+    and rows of ``b`` are zeros, which add nothing to the products.
+
+    Column by column, ``b`` needs no padding along N: the kernel reads each column of ``b``
+    along K, and only K has to be padded for that.
+    """
+    padding = -a.shape[1] % 16
+    a = torch.nn.functional.pad(a, (0, padding))
+    b = torch.nn.functional.pad(b.t(), (0, padding)).t()
+    return a, b
 
 
 @torch.library.custom_op("triton_guide::matmul", mutates_args=())

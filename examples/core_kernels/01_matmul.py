@@ -182,17 +182,22 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #   ``triton.autotune`` (next cells).
 # * Rows of A and columns of B past the edge are wrapped round with ``% M`` and ``% N``
 #   instead of masked: the loads stay inside the matrices, and the rows they fetch twice
-#   are computed but never stored (the store is masked).
-# * The loop over K runs over whole ``BLOCK_SIZE_K`` slices with no mask at all, and one
-#   masked step after it handles what is left of K (zeros there add nothing to the sum). A
-#   mask the compiler cannot see the shape of keeps it from loading 16 bytes at a time.
+#   are computed but never stored (the store is masked). Only K keeps a load mask.
 # * Alignment hints. Triton compiles a separate kernel for integers that are multiples of
 #   16, and only then knows a row of A starts on a 16-byte boundary. At 1000 x 1000 it
-#   cannot know that, and it falls back to loading one element at a time. The launcher
-#   checks the row strides itself and passes the alignment it finds (8 elements for rows
-#   of 1000 float16 values) as ``A_ALIGN`` and ``B_ALIGN``. The kernel then states it with
-#   ``tl.multiple_of`` and ``tl.max_contiguous``. A hint is a promise: a wrong one gives
-#   wrong results, so it is only ever what the launcher proved.
+#   cannot know that, and it falls back to moving one element at a time. The launcher
+#   checks the row strides and sizes itself and passes the alignment it finds (8 elements
+#   for rows of 1000 float16 values) as ``A_ALIGN``, ``B_ALIGN`` and ``C_ALIGN``. The
+#   kernel states it for offsets with ``tl.multiple_of`` and ``tl.max_contiguous``, which
+#   mark tensors only. For the sizes that the masks compare with, it rewrites K as
+#   ``(K // A_ALIGN) * A_ALIGN`` (and N the same way): the same number, now visibly a
+#   multiple, so a mask comes in runs of 8 elements and the masked loads and the store
+#   still move 16 bytes. A hint is a promise: a wrong one gives wrong results, so it is
+#   only ever what the launcher proved.
+# * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
+#   of A starts on a 16-byte boundary. For products large enough to repay it, the launcher
+#   first copies A and B into buffers whose rows are padded with zeros to a multiple of 16
+#   elements (:func:`~triton_guide.matmul.aligned_copies`; the zeros add nothing).
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel

@@ -117,6 +117,18 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # .. literalinclude:: /../triton_guide/cross_entropy.py
 #    :pyobject: _CrossEntropy
 #
+# Whether the incoming gradient is 1 is known only on the GPU. Asking from Python
+# (``torch.equal``, ``.item()``) would make the host wait for every kernel queued before
+# it; a small kernel asks on the GPU instead, and returns at once when the answer is yes:
+#
+# .. literalinclude:: /../triton_guide/cross_entropy.py
+#    :pyobject: scale_if_not_one_kernel
+#
+# The saved buffer is rescaled in place, and whether it was is known only on the GPU, so
+# the backward counts it as modified either way: a second ``backward(retain_graph=True)``
+# through the same loss raises PyTorch's error about a saved tensor modified in place,
+# rather than return gradients scaled twice.
+#
 # ``inplace_grad=True`` passes the logits as the gradient buffer. The kernel reads every
 # block before writing it, so that is safe inside the kernel, but afterwards the logits
 # are gone: only use it when nothing else reads them (the launcher refuses a leaf
