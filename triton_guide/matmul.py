@@ -234,9 +234,10 @@ def alignment(*values: int) -> int:
     return align
 
 
-# Below this many FLOPs a product takes a few microseconds whichever way its rows lie, less
-# than the two copies of aligned_copies would add (a prediction; benchmarks/NOTES.md).
-COPY_MIN_FLOPS = 2**28
+# Below this many FLOPs (0.067 GFLOP) the two copies of aligned_copies cost more than the
+# aligned loads save: measured on the H100 between 255 x 257 x 259 (copying 8% slower) and
+# 383 x 385 x 387 (7% faster); benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md.
+COPY_MIN_FLOPS = 2**26
 
 
 def unaligned_rows(x: torch.Tensor, width: int) -> bool:
