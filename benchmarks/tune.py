@@ -150,8 +150,8 @@ def tune_matmul_aligned(shapes, dtypes):
                   f"{results[0][0] / base:5.2f}x | {top3}", flush=True)
 
 
-def tune_matmul(shapes, dtypes):
-    from triton_guide.matmul import matmul_kernel
+def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
+    from triton_guide.matmul import alignment, matmul_kernel
 
     kernel = matmul_kernel.fn  # the jit function under the autotuner
     print("matmul: best candidate per shape (TFLOP/s), cuBLAS in the same run")
@@ -163,16 +163,18 @@ def tune_matmul(shapes, dtypes):
             c = torch.empty(M, N, device="cuda", dtype=dtype)
             ref = (a.float() @ b.float())
             flops = 2 * M * N * K
+            # the alignment hints the package's launcher would give (contiguous a, b, c)
+            aligned = dict(A_ALIGN=alignment(K), B_ALIGN=alignment(N), C_ALIGN=alignment(N))
             base = tflop_per_s(flops, median_ms(lambda: a @ b))
             results = []
-            for m, n, k, g, s, w in MATMUL_CANDIDATES:
+            for m, n, k, g, s, w in candidates:
                 grid = (triton.cdiv(M, m) * triton.cdiv(N, n),)
 
                 def run():
                     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                                  b.stride(1), c.stride(0), c.stride(1), BLOCK_SIZE_M=m,
                                  BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, GROUP_SIZE_M=g,
-                                 num_stages=s, num_warps=w)
+                                 num_stages=s, num_warps=w, **aligned)
                 try:
                     c.fill_(float("nan"))
                     run()
@@ -191,6 +193,69 @@ def tune_matmul(shapes, dtypes):
                   f"{best[0] / base:5.2f}x | {top3}", flush=True)
     geo = math.exp(sum(math.log(max(r, 1e-6)) for r in ratios.values()) / len(ratios))
     print(f"matmul: geometric mean of best/cuBLAS over {len(ratios)} cases: {geo:.3f}")
+
+
+# Shapes with fewer 128 x 128 tiles than an H100 has SMs, and their neighbours.
+SPLIT_SHAPES = [
+    (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (128, 4096, 16384),
+    (256, 4096, 4096), (512, 512, 512), (1000, 1000, 1000), (1024, 1024, 1024),
+    (1023, 1025, 1027), (2000, 3000, 1000),
+]
+
+
+def tune_matmul_split(shapes, dtypes, splits=(1, 2, 4, 8)):
+    """The package's ``matmul`` as called, autotuner included, with split-K forced to each
+    of ``splits``: GPU time (CUDA graph over cold copies), the reduction kernel included."""
+    import sys
+
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
+    from triton_guide.matmul import matmul, matmul_kernel
+
+    module = sys.modules["triton_guide.matmul"]
+    default = module.split_k
+    print("matmul split-K: TFLOP/s (GPU time) per forced split, autotuned configuration; "
+          "cuBLAS in the same run")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            flops = 2 * M * N * K
+            pairs = [(torch.randn(M, K, device="cuda", dtype=dtype),
+                      torch.randn(K, N, device="cuda", dtype=dtype))
+                     for _ in range(copies_for_cold_cache((M * K + K * N) * dtype.itemsize))]
+            ref = pairs[0][0].double() @ pairs[0][1].double()
+            cublas = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: a @ b for a, b in pairs]))
+            cells = []
+            for split in splits:
+                module.split_k = lambda M, N, K, split=split: split
+                try:
+                    start = time.time()
+                    out = matmul(*pairs[0])
+                    tuning = time.time() - start
+                    err = ((out.double() - ref).norm() / ref.norm()).item()
+                    assert err < 1e-2, err
+                    config = matmul_kernel.best_config
+                    rate = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: matmul(a, b)
+                                                      for a, b in pairs]))
+                    kw = config.kwargs
+                    cells.append(f"s{split} {rate:6.1f} ({kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}"
+                                 f"x{kw['BLOCK_SIZE_K']} st{config.num_stages} w"
+                                 f"{config.num_warps}, {tuning:.0f}s)")
+                finally:
+                    module.split_k = default
+            print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} default split {default(M, N, K)}"
+                  f" cuBLAS {cublas:6.1f} | " + " | ".join(cells), flush=True)
+            del pairs
+            torch.cuda.empty_cache()
+
+
+# More configurations than the package tries, for the shapes no listed one serves well.
+WIDE_CANDIDATES = MATMUL_CANDIDATES + [
+    _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
+    _mm_cfg(128, 256, 64, 8, 4, 8), _mm_cfg(256, 128, 64, 8, 4, 8),
+    _mm_cfg(128, 128, 128, 8, 3, 4), _mm_cfg(128, 128, 64, 4, 4, 4),
+    _mm_cfg(128, 128, 64, 16, 4, 4), _mm_cfg(128, 128, 32, 8, 5, 4),
+    _mm_cfg(128, 256, 32, 8, 4, 8), _mm_cfg(64, 256, 64, 8, 4, 4),
+    _mm_cfg(128, 64, 128, 8, 3, 4), _mm_cfg(128, 128, 64, 8, 2, 8),
+]
 
 
 # ---------------------------------------------------------------------------------------
@@ -504,14 +569,33 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="+",
-                        choices=["matmul", "matmul_aligned", "softmax", "attention",
-                                 "attention_persistent"])
+                        choices=["matmul", "matmul_aligned", "matmul_split", "matmul_wide",
+                                 "matmul_decode", "matmul_k1000",
+                                 "softmax", "attention", "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
     if "matmul" in args.what:
         shapes = MATMUL_SHAPES[:4] if args.quick else MATMUL_SHAPES
         tune_matmul(shapes, (torch.float16, torch.bfloat16))
+    if "matmul_split" in args.what:
+        tune_matmul_split(SPLIT_SHAPES, (torch.float16,))
+        tune_matmul_split([(64, 4096, 4096), (128, 4096, 4096)], (torch.bfloat16,))
+    if "matmul_decode" in args.what:  # few rows, with the narrow 128-row tiles
+        shapes = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096),
+                  (256, 4096, 4096), (128, 4096, 16384), (128, 12288, 4096)]
+        tune_matmul_split(shapes, (torch.float16,), splits=(1, 2))
+        tune_matmul_split(shapes[2:4], (torch.bfloat16,), splits=(1, 2))
+        tune_matmul(shapes, (torch.float16,), WIDE_CANDIDATES + [
+            _mm_cfg(128, 32, 128, 8, 4, 4), _mm_cfg(128, 64, 128, 8, 3, 4),
+            _mm_cfg(128, 32, 128, 8, 3, 4), _mm_cfg(128, 32, 64, 8, 5, 4)])
+    if "matmul_k1000" in args.what:  # is 2000 x 3000 x 1000 slow for its K?
+        tune_matmul([(2000, 3000, 1000), (2000, 3000, 1024), (2048, 3072, 1000),
+                     (2048, 3072, 1024), (2000, 3000, 4000)], (torch.float16,),
+                    WIDE_CANDIDATES[:6] + WIDE_CANDIDATES[-12:-8])
+    if "matmul_wide" in args.what:  # the gaps that split-K does not address
+        tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
+                    (torch.float16,), WIDE_CANDIDATES)
     if "matmul_aligned" in args.what:
         shapes = [(1000, 1000, 1000), (1023, 1025, 1027), (4095, 4097, 4093), (127, 4096, 4096),
                   (1, 4096, 4096), (3072, 3072, 3072)]
