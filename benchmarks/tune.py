@@ -195,58 +195,6 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
     print(f"matmul: geometric mean of best/cuBLAS over {len(ratios)} cases: {geo:.3f}")
 
 
-# Shapes with fewer 128 x 128 tiles than an H100 has SMs, and their neighbours.
-SPLIT_SHAPES = [
-    (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (128, 4096, 16384),
-    (256, 4096, 4096), (512, 512, 512), (1000, 1000, 1000), (1024, 1024, 1024),
-    (1023, 1025, 1027), (2000, 3000, 1000),
-]
-
-
-def tune_matmul_split(shapes, dtypes, splits=(1, 2, 4, 8)):
-    """The package's ``matmul`` as called, autotuner included, with split-K forced to each
-    of ``splits``: GPU time (CUDA graph over cold copies), the reduction kernel included."""
-    import sys
-
-    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
-    from triton_guide.matmul import matmul, matmul_kernel
-
-    module = sys.modules["triton_guide.matmul"]
-    default = module.split_k
-    print("matmul split-K: TFLOP/s (GPU time) per forced split, autotuned configuration; "
-          "cuBLAS in the same run")
-    for dtype in dtypes:
-        for M, N, K in shapes:
-            flops = 2 * M * N * K
-            pairs = [(torch.randn(M, K, device="cuda", dtype=dtype),
-                      torch.randn(K, N, device="cuda", dtype=dtype))
-                     for _ in range(copies_for_cold_cache((M * K + K * N) * dtype.itemsize))]
-            ref = pairs[0][0].double() @ pairs[0][1].double()
-            cublas = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: a @ b for a, b in pairs]))
-            cells = []
-            for split in splits:
-                module.split_k = lambda M, N, K, split=split: split
-                try:
-                    start = time.time()
-                    out = matmul(*pairs[0])
-                    tuning = time.time() - start
-                    err = ((out.double() - ref).norm() / ref.norm()).item()
-                    assert err < 1e-2, err
-                    config = matmul_kernel.best_config
-                    rate = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: matmul(a, b)
-                                                      for a, b in pairs]))
-                    kw = config.kwargs
-                    cells.append(f"s{split} {rate:6.1f} ({kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}"
-                                 f"x{kw['BLOCK_SIZE_K']} st{config.num_stages} w"
-                                 f"{config.num_warps}, {tuning:.0f}s)")
-                finally:
-                    module.split_k = default
-            print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} default split {default(M, N, K)}"
-                  f" cuBLAS {cublas:6.1f} | " + " | ".join(cells), flush=True)
-            del pairs
-            torch.cuda.empty_cache()
-
-
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -569,7 +517,7 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="+",
-                        choices=["matmul", "matmul_aligned", "matmul_split", "matmul_wide",
+                        choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000",
                                  "softmax", "attention", "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
@@ -578,14 +526,9 @@ def main():
     if "matmul" in args.what:
         shapes = MATMUL_SHAPES[:4] if args.quick else MATMUL_SHAPES
         tune_matmul(shapes, (torch.float16, torch.bfloat16))
-    if "matmul_split" in args.what:
-        tune_matmul_split(SPLIT_SHAPES, (torch.float16,))
-        tune_matmul_split([(64, 4096, 4096), (128, 4096, 4096)], (torch.bfloat16,))
     if "matmul_decode" in args.what:  # few rows, with the narrow 128-row tiles
         shapes = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096),
                   (256, 4096, 4096), (128, 4096, 16384), (128, 12288, 4096)]
-        tune_matmul_split(shapes, (torch.float16,), splits=(1, 2))
-        tune_matmul_split(shapes[2:4], (torch.bfloat16,), splits=(1, 2))
         tune_matmul(shapes, (torch.float16,), WIDE_CANDIDATES + [
             _mm_cfg(128, 32, 128, 8, 4, 4), _mm_cfg(128, 64, 128, 8, 3, 4),
             _mm_cfg(128, 32, 128, 8, 3, 4), _mm_cfg(128, 32, 64, 8, 5, 4)])
@@ -593,7 +536,7 @@ def main():
         tune_matmul([(2000, 3000, 1000), (2000, 3000, 1024), (2048, 3072, 1000),
                      (2048, 3072, 1024), (2000, 3000, 4000)], (torch.float16,),
                     WIDE_CANDIDATES[:6] + WIDE_CANDIDATES[-12:-8])
-    if "matmul_wide" in args.what:  # the gaps that split-K does not address
+    if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
     if "matmul_aligned" in args.what:

@@ -82,51 +82,6 @@ def test_rejects_empty(device):
         matmul(torch.ones(0, 2, device=device), torch.ones(2, 2, device=device))
 
 
-# (M, N, K, splits): K in slices of whole blocks shared unevenly, more splits than K has
-# slices (the extra programs sum nothing), and a ragged last slice.
-SPLIT_SHAPES = runtime.pick(
-    interpreter=[(17, 31, 65, 2), (33, 40, 300, 3), (20, 36, 40, 4), (65, 129, 100, 4)],
-    gpu=[(17, 31, 65, 2), (33, 40, 300, 3), (20, 36, 40, 4), (65, 129, 100, 4),
-         (128, 4096, 4096, 4), (64, 4104, 4100, 4), (1000, 1000, 1000, 2)],
-)
-
-
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "M{}-N{}-K{}-split{}".format(*s))
-def test_split_k(shape, dtype, device, check, monkeypatch):
-    import importlib
-
-    module = importlib.import_module("triton_guide.matmul")
-    m, n, k, splits = shape
-    monkeypatch.setattr(module, "split_k", lambda M, N, K: splits)
-    sums = []
-    real_sum = module.sum_splits_kernel
-
-    class CountedSum:  # stands in for the kernel that adds up the partial sums
-        def __getitem__(self, grid):
-            def launch(partials, c, size, **constexprs):
-                sums.append((partials.shape, constexprs["SPLIT_K"]))
-                return real_sum[grid](partials, c, size, **constexprs)
-            return launch
-
-    monkeypatch.setattr(module, "sum_splits_kernel", CountedSum())
-    a = torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(k, n, device=device, dtype=dtype)
-    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
-    assert sums == [((splits * m, n), splits)]
-
-
-def test_split_k_only_for_large_products_of_few_tiles(monkeypatch):
-    import importlib
-
-    module = importlib.import_module("triton_guide.matmul")
-    monkeypatch.setattr(module, "_multiprocessors", lambda: 132)  # an H100
-    assert module.split_k(128, 4096, 4096) == 4  # 32 tiles of 128 x 128: 4 x 32 = 128 programs
-    assert module.split_k(1024, 1024, 1024) == 2  # 64 tiles
-    assert module.split_k(4096, 4096, 4096) == 1  # 1024 tiles fill the GPU
-    assert module.split_k(512, 512, 512) == 1  # too small to pay for the second kernel
-
-
 # Row lengths that are multiples of 8, 4, 2 and 1 but not 16: the launcher tells the kernel
 # each one's alignment (A_ALIGN, B_ALIGN), and a wrong claim would read the wrong elements.
 ALIGNMENT_SHAPES = runtime.pick(

@@ -55,7 +55,8 @@ def matmul_configs() -> list[triton.Config]:
         _config(64, 32, 128, 8, 4, 4),
         _config(16, 64, 256, 1, 3, 4),
         _config(16, 128, 128, 1, 4, 4),
-        # 128-row tiles narrow enough that 128 to 256 rows still make 128+ programs
+        # 128-row tiles narrow enough that 128 rows still make 128 programs (one per SM,
+        # each reading its own columns of b once): decoding 128 tokens
         _config(128, 32, 128, 8, 4, 4),
         _config(128, 64, 128, 8, 3, 4),
         _config(16, 32, 256, 1, 4, 4),
@@ -113,7 +114,7 @@ def tile_of_program(
     return pid_m, pid_n
 
 
-@triton.autotune(configs=matmul_configs(), key=["M", "N", "K", "SPLIT_K"],
+@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -131,8 +132,6 @@ def matmul_kernel(
     B_ALIGN: tl.constexpr = 1,  # the same for b's rows, with N a multiple of it
     C_ALIGN: tl.constexpr = 1,  # the same for c's rows, with N a multiple of it
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
-    SPLIT_K: tl.constexpr = 1,  # programs per tile, each summing its own share of K (axis 1
-    # of the grid); above 1, c is SPLIT_K float32 M x N partial sums, stacked
 ):
     # The launcher proved K a multiple of A_ALIGN and N one of C_ALIGN. Written like this,
     # the compiler can see it too (tl.multiple_of marks tensors, not scalars), so the masks
@@ -170,15 +169,8 @@ def matmul_kernel(
     a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + b_rows[:, None] + offs_bn[None, :] * stride_bn
 
-    k_first, k_end = 0, tl.cdiv(K, BLOCK_SIZE_K)  # the K slices this program sums
-    if SPLIT_K > 1:  # split-K: program_id(1) takes the next share of the slices
-        per_split = tl.cdiv(k_end, SPLIT_K)
-        k_first = tl.program_id(axis=1) * per_split
-        k_end = min(k_first + per_split, k_end)
-        a_ptrs += k_first * step_ak
-        b_ptrs += k_first * step_bk
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(k_first, k_end):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         # Past the end of K (in the last slice only), zeros: they add nothing to the sum.
         k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
@@ -188,8 +180,6 @@ def matmul_kernel(
         b_ptrs += step_bk
     c = accumulator.to(c_ptr.dtype.element_ty)
 
-    if SPLIT_K > 1:  # this program's partial sum goes in the stack's layer program_id(1)
-        c_ptr += tl.program_id(axis=1).to(tl.int64) * M * stride_cm
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     if INT64_OFFSETS:
@@ -200,19 +190,6 @@ def matmul_kernel(
     c_ptrs = c_ptr + c_rows[:, None] + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
-
-
-@triton.jit
-def sum_splits_kernel(partials_ptr, c_ptr, size, SPLIT_K: tl.constexpr,
-                      BLOCK_SIZE: tl.constexpr):
-    """``c`` = the sum of ``SPLIT_K`` stacked float32 partial sums of ``size`` elements
-    each, in ``c``'s dtype: the second step of split-K."""
-    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < size
-    total = tl.load(partials_ptr + offsets, mask=mask)
-    for split in tl.static_range(1, SPLIT_K):
-        total += tl.load(partials_ptr + split * size + offsets, mask=mask)
-    tl.store(c_ptr + offsets, total.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -238,63 +215,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = aligned_copies(a, b)
         K = a.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    splits = split_k(M, N, K)
-    # With split-K the tiles go to float32 partial sums first, added up into c below.
-    out = c if splits == 1 else torch.empty((splits * M, N), dtype=torch.float32,
-                                            device=a.device)
 
     def grid(meta):
-        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]), splits)
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
 
     fast_launch(matmul_kernel)[grid](
-        a, b, out, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        a, b, c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         # rows are only worth aligning when they are contiguous (a stride of 1 along them)
         A_ALIGN=alignment(a.stride(0), K) if a.stride(1) == 1 else 1,
         B_ALIGN=alignment(b.stride(0), N) if b.stride(1) == 1 else 1,
         C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
-        INT64_OFFSETS=needs_int64_offsets(a, b, out),
-        SPLIT_K=splits,
+        INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
-    if splits > 1:
-        fast_launch(sum_splits_kernel)[(cdiv(M * N, SUM_BLOCK_SIZE),)](
-            out, c, M * N, SPLIT_K=splits, BLOCK_SIZE=SUM_BLOCK_SIZE)
     return c
-
-
-# Split-K pays when a product has too few tiles to give every SM one (decoding a few
-# tokens: 128 x 4096 x 4096 is 32 tiles of 128 x 128 for 132 SMs) and enough K to share
-# out: each program then reads a shorter strip of a and b. Below SPLIT_MIN_FLOPS the second
-# kernel and the float32 partial sums cost more than the idle SMs (a prediction; NOTES.md).
-SPLIT_MIN_FLOPS = 2**31
-MAX_SPLITS = 4
-SUM_BLOCK_SIZE = 1024
-
-
-def split_k(M: int, N: int, K: int) -> int:
-    """How many programs share each tile's K (1: no split-K)."""
-    if 2 * M * N * K < SPLIT_MIN_FLOPS:
-        return 1
-    tiles = cdiv(M, 128) * cdiv(N, 128)
-    sms = _multiprocessors()
-    splits = 1
-    while splits < MAX_SPLITS and tiles * splits * 2 <= sms:
-        splits *= 2
-    return splits
-
-
-_SM_COUNTS: dict[int, int] = {}
-
-
-def _multiprocessors() -> int:
-    """The current GPU's SM count (asked once per device: the query takes microseconds);
-    1 under the interpreter, which runs one program at a time."""
-    if interpreting():
-        return 1
-    device = torch.cuda.current_device()
-    if device not in _SM_COUNTS:
-        _SM_COUNTS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SM_COUNTS[device]
 
 
 def alignment(*values: int) -> int:
