@@ -62,7 +62,7 @@ for case in exercise.cases(torch.Generator().manual_seed(0)):
 # tests check that each mistake listed here fails the case named beside it.
 
 for mistake in exercise.mistakes:
-    print(f"{mistake.name}: {mistake.explanation} (caught by {mistake.caught_by})")
+    print(f"{mistake.name}: {mistake.explanation} ({mistake.caught()})")
 mistake = exercise.mistakes[0]
 change = f"became {mistake.new.strip()!r}" if mistake.new.strip() else "was deleted"
 print(f"\nthe solution with {mistake.name}: {mistake.old.strip()!r} {change}\n")

@@ -134,7 +134,9 @@ class Mistake:
     """A plausible wrong solution: the reference solution with ``old`` replaced by ``new``.
 
     ``caught_by`` names the case that must fail for it, and ``reported``, if given, a phrase
-    that the report of that case says (under the interpreter).
+    that the report of that case says (under the interpreter). ``needs_interpreter`` marks
+    a mistake that only the interpreter's watch on every address can catch: what it reads
+    wrongly is never stored, so on a GPU nothing of it lands in memory.
     """
 
     name: str
@@ -143,6 +145,12 @@ class Mistake:
     new: str
     caught_by: str
     reported: str = ""
+    needs_interpreter: bool = False
+
+    def caught(self) -> str:
+        """Which case fails for this mistake, and where."""
+        where = " (in the interpreter only)" if self.needs_interpreter else ""
+        return f"caught by {self.caught_by}{where}"
 
 
 @dataclass

@@ -71,5 +71,6 @@ MISTAKES = [
     Mistake("a_load_without_row_mask", "the tile of a is masked along K only: the rows past M "
             "of the last row block read past the end of a (the store drops them)",
             "mask=row_mask[:, None] & k_mask[None, :], other=0.0",
-            "mask=k_mask[None, :], other=0.0", "n=1", reported="past the end of a"),
+            "mask=k_mask[None, :], other=0.0", "n=1", reported="past the end of a",
+            needs_interpreter=True),
 ]

@@ -60,7 +60,8 @@ MISTAKES = [
     Mistake("load_without_mask", "the load has no mask: the lanes past n read past the end "
             "of x, though the masked store never writes what they read",
             "x = tl.load(x_ptr + offsets, mask=mask)", "x = tl.load(x_ptr + offsets)", "n=1",
-            reported="read 1023 elements past the end of x"),
+            reported="read 1023 elements past the end of x",
+            needs_interpreter=True),
     Mistake("own_output", "solve allocates an output of its own and returns it",
             "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
             "    out = torch.empty_like(x)\n    relu_kernel[grid](x, out, n, "
