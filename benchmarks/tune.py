@@ -195,6 +195,39 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
     print(f"matmul: geometric mean of best/cuBLAS over {len(ratios)} cases: {geo:.3f}")
 
 
+def tune_matmul_row_starts(shapes, dtype=torch.float16):
+    """Is a ragged M, N or K slow because rows start off 128-byte boundaries? The package's
+    matmul on the inputs as they are, then on views of buffers whose rows are padded to a
+    multiple of 64 elements (same values, same sizes, only the row strides change)."""
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
+    from triton_guide.matmul import matmul
+
+    def padded_view(x):
+        rows, cols = x.shape
+        buffer = torch.zeros(rows, -(-cols // 64) * 64, device=x.device, dtype=x.dtype)
+        buffer[:, :cols] = x
+        return buffer[:, :cols]
+
+    print("matmul: inputs as they are vs rows padded to 128 bytes (TFLOP/s, GPU time)")
+    for M, N, K in shapes:
+        flops = 2 * M * N * K
+        pairs = [(torch.randn(M, K, device="cuda", dtype=dtype),
+                  torch.randn(K, N, device="cuda", dtype=dtype))
+                 for _ in range(copies_for_cold_cache((M * K + K * N) * dtype.itemsize))]
+        padded = [(padded_view(a), padded_view(b)) for a, b in pairs]
+        ref = pairs[0][0].double() @ pairs[0][1].double()
+        for a, b in (pairs[0], padded[0]):
+            err = ((matmul(a, b).double() - ref).norm() / ref.norm()).item()
+            assert err < 1e-2, err
+        rates = [tflop_per_s(flops, gpu_ms([lambda a=a, b=b: f(a, b) for a, b in inputs]))
+                 for f, inputs in ((matmul, pairs), (matmul, padded),
+                                   (torch.matmul, pairs), (torch.matmul, padded))]
+        print(f"{M:>5}x{N:>5}x{K:>5}  as they are {rates[0]:6.1f}  rows padded {rates[1]:6.1f}"
+              f"  | cuBLAS {rates[2]:6.1f} / {rates[3]:6.1f}", flush=True)
+        del pairs, padded
+        torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -518,7 +551,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="+",
                         choices=["matmul", "matmul_aligned", "matmul_wide",
-                                 "matmul_decode", "matmul_k1000",
+                                 "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "softmax", "attention", "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
@@ -536,6 +569,10 @@ def main():
         tune_matmul([(2000, 3000, 1000), (2000, 3000, 1024), (2048, 3072, 1000),
                      (2048, 3072, 1024), (2000, 3000, 4000)], (torch.float16,),
                     WIDE_CANDIDATES[:6] + WIDE_CANDIDATES[-12:-8])
+    if "matmul_row_starts" in args.what:
+        tune_matmul_row_starts([(2048, 3072, 1024), (2000, 3000, 1024), (2048, 3072, 1000),
+                                (2000, 3000, 1000), (2000, 3000, 4000), (1000, 1000, 1000),
+                                (4000, 4000, 4000)])
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)

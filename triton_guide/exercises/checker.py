@@ -149,7 +149,7 @@ class Mistake:
 
     def caught(self) -> str:
         """Which case fails for this mistake, and where."""
-        where = " (in the interpreter only)" if self.needs_interpreter else ""
+        where = ", in the interpreter only" if self.needs_interpreter else ""
         return f"caught by {self.caught_by}{where}"
 
 
