@@ -67,5 +67,6 @@ MISTAKES = [
             "    if tl.program_id(0) == 0:\n        tl.store(out_ptr, 0.0)\n"
             "    tl.atomic_add(out_ptr, tl.sum(x, axis=0))\n\n\n"
             "def solve(x: torch.Tensor, out: torch.Tensor, n: int):\n",
-            "larger_than_one_block"),
+            "larger_than_one_block",
+            needs_interpreter=True),
 ]

@@ -135,8 +135,9 @@ class Mistake:
 
     ``caught_by`` names the case that must fail for it, and ``reported``, if given, a phrase
     that the report of that case says (under the interpreter). ``needs_interpreter`` marks
-    a mistake that only the interpreter's watch on every address can catch: what it reads
-    wrongly is never stored, so on a GPU nothing of it lands in memory.
+    a mistake that only the interpreter can catch: what it reads wrongly is never stored, it
+    copies an input, it depends on the order the programs run in, or it writes far outside
+    every tensor (which only the interpreter stops before it happens).
     """
 
     name: str

@@ -75,5 +75,6 @@ MISTAKES = [
     Mistake("contiguous_copy", "solve hands the kernel x.contiguous(): right, but a whole "
             "extra pass over memory, and the strides never practised",
             "    row_sum_kernel[(M,)](", "    x = x.contiguous()\n    row_sum_kernel[(M,)](",
-            "non_contiguous", reported="never read x itself"),
+            "non_contiguous", reported="never read x itself",
+            needs_interpreter=True),
 ]

@@ -65,5 +65,6 @@ MISTAKES = [
             "row i of x times out's row stride, far past the end of out",
             "out_ptr + cols[None, :] * stride_out_row + rows[:, None] * stride_out_col",
             "out_ptr + rows[:, None] * stride_out_row + cols[None, :] * stride_out_col",
-            "non_power_of_two", reported="outside every tensor"),
+            "non_power_of_two", reported="outside every tensor",
+            needs_interpreter=True),
 ]
