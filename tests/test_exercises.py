@@ -143,15 +143,19 @@ def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
     assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
 
 
-@pytest.mark.parametrize("name, mistake, caught_by, said", [
-    pytest.param("column_max", "load_without_mask", "n=1", "3e+38", id="max_hides_nan"),
+# A GPU's arithmetic does not keep a NaN's payload bits, so there the checker cannot tell
+# the margins' NaN from others and says so in more general words (seen on an H100).
+@pytest.mark.parametrize("name, mistake, caught_by, said, said_on_gpu", [
+    pytest.param("column_max", "load_without_mask", "n=1", "3e+38", "3e+38",
+                 id="max_hides_nan"),
     pytest.param("matvec", "x_load_without_mask", "n=1", "The NaN around an input",
-                 id="nan_from_a_margin"),
+                 "computed from an input's margin or gaps", id="nan_from_a_margin"),
 ])
 def test_without_the_watch_margins_still_catch(monkeypatch, name, mistake, caught_by, said,
-                                               seed):
+                                               said_on_gpu, seed):
     # What a GPU run sees: no addresses, only what lands in memory.
     monkeypatch.setattr(checker, "WATCH_MEMORY", False)
+    said = said if runtime.interpreting() else said_on_gpu
     exercise = get(name)
     wrong = next(m for m in exercise.mistakes if m.name == mistake)
     report = check_mistake(exercise, wrong, seed=seed, only=caught_by)
