@@ -1,6 +1,6 @@
 """Search tuning choices on a GPU: which configuration wins at which shape, against the baseline.
 
-    python benchmarks/tune.py matmul|softmax|attention [--quick]
+    python benchmarks/tune.py matmul|softmax|attention [--quick]   (--help lists every sweep)
 
 A working tool for performance work, not part of the site: it times each candidate
 configuration of a kernel directly (bypassing ``triton.autotune``), checks it against torch,
