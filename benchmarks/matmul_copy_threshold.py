@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide.matmul  # noqa: E402
-from triton_guide.benchmark import copies_for_cold_cache, gpu_ms, tflop_per_s  # noqa: E402
+from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s  # noqa: E402
 
 module = sys.modules["triton_guide.matmul"]  # the package re-exports the function as matmul
 SIZES = [127, 255, 383, 511, 767, 1023, 1535, 2047, 4095]
@@ -32,9 +32,7 @@ def main() -> None:
     for dtype in (torch.float16,):
         for n in SIZES:
             m, n_, k = n, n + 2, n + 4  # k odd: a's rows are never 16-byte aligned
-            pairs = [(torch.randn(m, k, device="cuda", dtype=dtype),
-                      torch.randn(k, n_, device="cuda", dtype=dtype))
-                     for _ in range(copies_for_cold_cache((m * k + k * n_) * dtype.itemsize))]
+            pairs = cold_matmul_inputs(m, n_, k, dtype)
             a, b = pairs[0]
             expected = a.double() @ b.double()
             flops = 2 * m * n_ * k
@@ -43,11 +41,9 @@ def main() -> None:
                 module.COPY_MIN_FLOPS = threshold
                 error = ((module.matmul(a, b).double() - expected).norm() / expected.norm())
                 assert error < 1e-2, (name, error.item())
-                rates[name] = tflop_per_s(flops, gpu_ms(
-                    [lambda a=a, b=b: module.matmul(a, b) for a, b in pairs]))
+                rates[name] = matmul_tflop_per_s(module.matmul, pairs)
             module.COPY_MIN_FLOPS = default
-            rates["cuBLAS"] = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: a @ b
-                                                         for a, b in pairs]))
+            rates["cuBLAS"] = matmul_tflop_per_s(torch.matmul, pairs)
             print(f"{f'{m}x{n_}x{k}':<20} {flops / 1e9:8.2f} " +
                   " ".join(f"{rates[c]:8.1f}" for c in ("copy", "no copy", "cuBLAS")),
                   flush=True)

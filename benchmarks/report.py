@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
 from triton_guide.benchmark import (  # noqa: E402
-    copies_for_cold_cache, gb_per_s, gpu_ms, measure_ceiling, median_ms, tflop_per_s)
+    cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, matmul_tflop_per_s,
+    measure_ceiling, median_ms, tflop_per_s)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # rows x columns: 128-wide to 256k-wide rows, 4-256 MiB of fp32 each. Up to 32 MiB they fit
@@ -130,9 +131,7 @@ def matmul(shapes, dtypes):
         dtype = DTYPES[dtype_name]
         for m, n, k in shapes:
             what = f"{dtype_name} {m}x{n}x{k}"
-            copies = copies_for_cold_cache((m * k + k * n) * dtype.itemsize)
-            pairs = [(torch.randn(m, k, device="cuda", dtype=dtype),
-                      torch.randn(k, n, device="cuda", dtype=dtype)) for _ in range(copies)]
+            pairs = cold_matmul_inputs(m, n, k, dtype)
             a, b = pairs[0]
             torch.cuda.synchronize()
             start = time.perf_counter()
@@ -140,9 +139,8 @@ def matmul(shapes, dtypes):
             torch.cuda.synchronize()
             tune = time.perf_counter() - start
             flops = 2 * m * n * k
-            ours = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: tg.matmul(a, b)
-                                              for a, b in pairs]))
-            cublas = tflop_per_s(flops, gpu_ms([lambda a=a, b=b: a @ b for a, b in pairs]))
+            ours = matmul_tflop_per_s(tg.matmul, pairs)
+            cublas = matmul_tflop_per_s(torch.matmul, pairs)
             called = as_called("matmul", what, lambda: tg.matmul(a, b), "cuBLAS",
                                lambda: a @ b, lambda ms: tflop_per_s(flops, ms))
             row("matmul", what, ours, {"cuBLAS": cublas}, "TFLOP/s",

@@ -199,7 +199,7 @@ def tune_matmul_row_starts(shapes, dtype=torch.float16):
     """Is a ragged M, N or K slow because rows start off 128-byte boundaries? The package's
     matmul on the inputs as they are, then on views of buffers whose rows are padded to a
     multiple of 64 elements (same values, same sizes, only the row strides change)."""
-    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
+    from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
     from triton_guide.matmul import matmul
 
     def padded_view(x):
@@ -210,16 +210,13 @@ def tune_matmul_row_starts(shapes, dtype=torch.float16):
 
     print("matmul: inputs as they are vs rows padded to 128 bytes (TFLOP/s, GPU time)")
     for M, N, K in shapes:
-        flops = 2 * M * N * K
-        pairs = [(torch.randn(M, K, device="cuda", dtype=dtype),
-                  torch.randn(K, N, device="cuda", dtype=dtype))
-                 for _ in range(copies_for_cold_cache((M * K + K * N) * dtype.itemsize))]
+        pairs = cold_matmul_inputs(M, N, K, dtype)
         padded = [(padded_view(a), padded_view(b)) for a, b in pairs]
         ref = pairs[0][0].double() @ pairs[0][1].double()
         for a, b in (pairs[0], padded[0]):
             err = ((matmul(a, b).double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, err
-        rates = [tflop_per_s(flops, gpu_ms([lambda a=a, b=b: f(a, b) for a, b in inputs]))
+        rates = [matmul_tflop_per_s(f, inputs)
                  for f, inputs in ((matmul, pairs), (matmul, padded),
                                    (torch.matmul, pairs), (torch.matmul, padded))]
         print(f"{M:>5}x{N:>5}x{K:>5}  as they are {rates[0]:6.1f}  rows padded {rates[1]:6.1f}"
@@ -563,8 +560,8 @@ def main():
         shapes = [(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096),
                   (256, 4096, 4096), (128, 4096, 16384), (128, 12288, 4096)]
         tune_matmul(shapes, (torch.float16,), WIDE_CANDIDATES + [
-            _mm_cfg(128, 32, 128, 8, 4, 4), _mm_cfg(128, 64, 128, 8, 3, 4),
-            _mm_cfg(128, 32, 128, 8, 3, 4), _mm_cfg(128, 32, 64, 8, 5, 4)])
+            _mm_cfg(128, 32, 128, 8, 4, 4), _mm_cfg(128, 32, 128, 8, 3, 4),
+            _mm_cfg(128, 32, 64, 8, 5, 4)])  # (128, 64, 128, 8, 3, 4) is in WIDE already
     if "matmul_k1000" in args.what:  # is 2000 x 3000 x 1000 slow for its K?
         tune_matmul([(2000, 3000, 1000), (2000, 3000, 1024), (2048, 3072, 1000),
                      (2048, 3072, 1024), (2000, 3000, 4000)], (torch.float16,),

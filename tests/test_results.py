@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from triton_guide import benchmark, results as store, runtime
 from triton_guide.benchmark import Benchmark, Ceiling
@@ -448,3 +449,22 @@ def test_time_per_call_is_worked_back_from_the_rate():
 
     # 1 MB in 0.5 ms is 2 GB/s; back from 2 GB/s, 1 MB takes 500 microseconds
     assert gb_per_s(1e6, 0.5) == 2.0 and us_per_call(1e6, 2.0) == 500.0
+
+
+def test_matmul_rate_over_cold_inputs(monkeypatch):
+    pairs = benchmark.cold_matmul_inputs(3, 5, 7, torch.float32, device="cpu")
+    # enough copies to overrun L2, each a fresh 3 x 7 by 7 x 5 pair
+    assert len(pairs) == benchmark.copies_for_cold_cache((3 * 7 + 7 * 5) * 4)
+    assert all(a.shape == (3, 7) and b.shape == (7, 5) for a, b in pairs)
+    assert not torch.equal(pairs[0][0], pairs[1][0])
+    seen = []
+
+    def fake_gpu_ms(calls):  # runs each call once and says each took 2 ms
+        for call in calls:
+            call()
+        return 2.0
+
+    monkeypatch.setattr(benchmark, "gpu_ms", fake_gpu_ms)
+    rate = benchmark.matmul_tflop_per_s(lambda a, b: seen.append((a, b)), pairs)
+    assert rate == 2 * 3 * 5 * 7 / 2.0 * 1e-9
+    assert [id(a) for a, _ in seen] == [id(a) for a, _ in pairs]

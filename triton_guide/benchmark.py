@@ -126,6 +126,23 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
     return sorted(times)[len(times) // 2] / len(calls)
 
 
+def cold_matmul_inputs(m: int, n: int, k: int, dtype, device: str = "cuda") -> list[tuple]:
+    """Random ``(a, b)`` pairs of an ``m x k`` by ``k x n`` product: as many as
+    :func:`gpu_ms` needs for each call's inputs to be out of L2 when it runs."""
+    import torch
+
+    copies = copies_for_cold_cache((m * k + k * n) * dtype.itemsize)
+    return [(torch.randn(m, k, device=device, dtype=dtype),
+             torch.randn(k, n, device=device, dtype=dtype)) for _ in range(copies)]
+
+
+def matmul_tflop_per_s(fn: Callable[[object, object], object], pairs: Sequence[tuple]) -> float:
+    """The rate of ``fn(a, b)`` over ``pairs`` (from :func:`cold_matmul_inputs`) in GPU time,
+    counting 2 * M * N * K floating-point operations per product."""
+    (m, k), n = pairs[0][0].shape, pairs[0][1].shape[1]
+    return tflop_per_s(2 * m * n * k, gpu_ms([lambda a=a, b=b: fn(a, b) for a, b in pairs]))
+
+
 def gb_per_s(num_bytes: float, ms: float) -> float:
     return num_bytes / ms * 1e-6
 

@@ -55,8 +55,8 @@ def matmul_configs() -> list[triton.Config]:
         _config(64, 32, 128, 8, 4, 4),
         _config(16, 64, 256, 1, 3, 4),
         _config(16, 128, 128, 1, 4, 4),
-        # 128-row tiles narrow enough that 128 rows still make 128 programs (one per SM,
-        # each reading its own columns of b once): decoding 128 tokens
+        # narrow tiles as tall as the product, so a few rows still make ~128 programs that
+        # each read their own columns of b once: 128-256 rows, and 1-16 (decoding)
         _config(128, 32, 128, 8, 4, 4),
         _config(128, 64, 128, 8, 3, 4),
         _config(16, 32, 256, 1, 4, 4),
