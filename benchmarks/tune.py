@@ -627,8 +627,13 @@ def main():
                          + [(m, 4096, 4096) for m in (1, 16, 64, 128)]
                          + [(4095, 4097, 4093), (1023, 1025, 1027), (2000, 3000, 1000)])
         f16, bf16 = torch.float16, torch.bfloat16
-        cases = [(f16, *shape, "rr") for shape in report_shapes]
-        if not args.quick:
+        if args.quick:  # a and b stored by rows or by columns (transposed views)
+            cases = [(f16, *shape, layout) for shape in [
+                (1000, 1000, 1000), (4096, 4096, 4096), (4096, 12288, 4096), (128, 4096, 4096),
+                (2000, 3000, 1000), (1023, 1025, 1027)] for layout in ("rc", "cr", "cc")]
+            cases += [(f16, 1000, 1000, 1000, "rr"), (f16, 4096, 4096, 4096, "rr")]
+        else:
+            cases = [(f16, *shape, "rr") for shape in report_shapes]
             cases += [(bf16, *shape, "rr") for shape in [(1000, 1000, 1000), (3072, 3072, 3072),
                                                          (128, 4096, 4096), (2000, 3000, 1000),
                                                          (8192, 8192, 8192)]]

@@ -84,6 +84,8 @@ def test_rejects_empty(device):
 
 # Row lengths that are multiples of 8, 4, 2 and 1 but not 16: the launcher tells the kernel
 # each one's alignment (A_ALIGN, B_ALIGN), and a wrong claim would read the wrong elements.
+# The same for matrices stored column by column (transposed views), where the columns'
+# starts and lengths are what the launcher checks.
 ALIGNMENT_SHAPES = runtime.pick(
     interpreter=[(24, 40, 72), (20, 36, 100), (18, 34, 66)],
     gpu=[(1000, 1000, 1000), (2000, 3000, 1000), (200, 300, 1004), (129, 258, 130),
@@ -94,7 +96,10 @@ ALIGNMENT_SHAPES = runtime.pick(
 @pytest.mark.parametrize("shape", ALIGNMENT_SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_base", "base_off_by_one"])
 @pytest.mark.parametrize("copies", [False, True], ids=["as_they_are", "aligned_copies"])
-def test_rows_aligned_to_less_than_16(shape, offset, copies, device, check, monkeypatch):
+@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])  # a, b: by rows or columns
+@pytest.mark.parametrize("reader", ["pointers", "descriptors"])
+def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, reader, device, check,
+                                      monkeypatch):
     import importlib
 
     module = importlib.import_module("triton_guide.matmul")
@@ -107,13 +112,26 @@ def test_rows_aligned_to_less_than_16(shape, offset, copies, device, check, monk
         return real_copies(a, b)
 
     monkeypatch.setattr(module, "aligned_copies", counted_copies)
+    if reader == "descriptors" and not module.descriptors_available(torch.device(device)):
+        pytest.skip("this GPU has no TMA unit")
+    monkeypatch.setattr(module, "descriptors_available", lambda _: reader == "descriptors")
     m, n, k = shape
     dtype = torch.float16
-    a = torch.randn(m * k + offset, device=device, dtype=dtype)[offset:].view(m, k)
-    b = torch.randn(k * n + offset, device=device, dtype=dtype)[offset:].view(k, n)
+    a = stored(m, k, offset, layout[0] == "c", device, dtype)
+    b = stored(k, n, offset, layout[1] == "c", device, dtype)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
-    unaligned = module.unaligned_rows(a, k) or module.unaligned_rows(b, n)
+    # copied when forced and a row (column) of a or b is not a multiple of 16 bytes long
+    # or the data starts off a 16-byte boundary
+    unaligned = offset != 0 or any(size * 2 % 16 for size in shape)
     assert bool(copied) == (copies and unaligned)
+
+
+def stored(rows, cols, offset, columns, device, dtype):
+    """A rows x cols matrix whose elements start ``offset`` elements into their buffer,
+    stored row by row or (``columns``) column by column."""
+    shape = (cols, rows) if columns else (rows, cols)
+    x = torch.randn(rows * cols + offset, device=device, dtype=dtype)[offset:].view(shape)
+    return x.t() if columns else x
 
 
 def test_alignment_hint_covers_k_not_only_the_row_stride(device, check):
@@ -126,13 +144,21 @@ def test_alignment_hint_covers_k_not_only_the_row_stride(device, check):
 @pytest.mark.parametrize("shape,offset,unaligned", [
     ((4, 8), 0, False), ((4, 6), 0, True), ((4, 8), 1, True), ((1, 3), 0, True),
 ], ids=["16_bytes", "12_bytes", "base_off_by_one", "one_row_of_6_bytes"])
-def test_unaligned_rows(shape, offset, unaligned):
-    from triton_guide.matmul import unaligned_rows
+def test_unaligned_runs(shape, offset, unaligned):
+    from triton_guide.matmul import runs, unaligned_runs
 
     rows, width = shape
     x = torch.zeros(rows * width + offset, dtype=torch.float16)[offset:].view(rows, width)
-    assert unaligned_rows(x, width) == unaligned
-    assert not unaligned_rows(x.t(), rows)  # laid out in columns: not rows at all
+    assert unaligned_runs(x) == unaligned
+    assert unaligned_runs(x.t()) == unaligned  # the same storage, read column by column
+    assert runs(x)[0] is False and runs(x.t())[0] is True
+
+
+def test_no_stride_of_1_means_no_runs_to_align():
+    from triton_guide.matmul import runs, unaligned_runs
+
+    every_other = torch.zeros(4, 8, dtype=torch.float16)[:, ::2]
+    assert runs(every_other) == (False, 1) and not unaligned_runs(every_other)
 
 
 def test_aligned_copies_pad_k_with_zeros():

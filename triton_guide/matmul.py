@@ -129,16 +129,21 @@ def matmul_kernel(
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,  # tile rows per group in the program order
     A_ALIGN: tl.constexpr = 1,  # a's rows start a multiple of this many elements apart,
-    # and K is a multiple of it too
-    B_ALIGN: tl.constexpr = 1,  # the same for b's rows, with N a multiple of it
+    # and K is a multiple of it too (with A_COLUMNS: a's columns, and M)
+    B_ALIGN: tl.constexpr = 1,  # the same for b's rows, with N (with B_COLUMNS: columns, K)
     C_ALIGN: tl.constexpr = 1,  # the same for c's rows, with N a multiple of it
+    A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
+    B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
-    # The launcher proved K a multiple of A_ALIGN and N one of C_ALIGN. Written like this,
-    # the compiler can see it too (tl.multiple_of marks tensors, not scalars), so the masks
-    # against K and N below come in runs of that many elements and loads and stores stay
-    # 16 bytes wide.
-    K = (K // A_ALIGN) * A_ALIGN
+    # The launcher proved K a multiple of A_ALIGN (of B_ALIGN, when b is stored column by
+    # column) and N one of C_ALIGN. Written like this, the compiler can see it too
+    # (tl.multiple_of marks tensors, not scalars), so the masks against K and N below come
+    # in runs of that many elements and loads and stores stay 16 bytes wide.
+    if not A_COLUMNS:
+        K = (K // A_ALIGN) * A_ALIGN
+    if B_COLUMNS:
+        K = (K // B_ALIGN) * B_ALIGN
     N = (N // C_ALIGN) * C_ALIGN
     program_id = tl.program_id(axis=0)
     pid_m, pid_n = tile_of_program(
@@ -160,15 +165,8 @@ def matmul_kernel(
         offs_k = offs_k.to(tl.int64)
         step_ak = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_ak
         step_bk = tl.cast(BLOCK_SIZE_K, tl.int64) * stride_bk
-    # Alignment the launcher proved, which Triton cannot see when a size is not a multiple
-    # of 16 (1000, say): every row of a and of b starts on an A_ALIGN / B_ALIGN element
-    # boundary, and b's columns come in aligned runs of B_ALIGN (N is a multiple of it, so
-    # the % N wrap never splits a run). With that, loads move 16 bytes at a time.
-    a_rows = tl.multiple_of(offs_am * stride_am, A_ALIGN)
-    b_rows = tl.multiple_of(offs_k * stride_bk, B_ALIGN)
-    offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, B_ALIGN), B_ALIGN)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + b_rows[:, None] + offs_bn[None, :] * stride_bn
+    a_ptrs = tile_pointers(a_ptr, offs_am, offs_k, stride_am, stride_ak, A_ALIGN, A_COLUMNS)
+    b_ptrs = tile_pointers(b_ptr, offs_k, offs_bn, stride_bk, stride_bn, B_ALIGN, B_COLUMNS)
 
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
@@ -181,6 +179,30 @@ def matmul_kernel(
         b_ptrs += step_bk
     store_c_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
                  BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
+
+
+@triton.jit
+def tile_pointers(
+    x_ptr, offs_rows, offs_cols, stride_row, stride_col,
+    ALIGN: tl.constexpr,  # alignment the launcher proved (see matmul_kernel's A_ALIGN)
+    COLUMNS: tl.constexpr,  # x is stored column by column, not row by row
+):
+    """Pointers to the elements of x at ``offs_rows`` x ``offs_cols``, with the alignment
+    the launcher proved stated for the compiler.
+
+    Triton cannot see it when a size is not a multiple of 16 (1000, say): every row of x
+    (every column, with COLUMNS) starts on an ALIGN-element boundary, and the offsets
+    along a row come in aligned runs of ALIGN (the row length is a multiple of it, so a
+    wrap with % never splits a run). With that, loads move 16 bytes at a time.
+    """
+    if COLUMNS:
+        offs_rows = tl.max_contiguous(tl.multiple_of(offs_rows, ALIGN), ALIGN)
+        cols = tl.multiple_of(offs_cols * stride_col, ALIGN)
+        return x_ptr + offs_rows[:, None] * stride_row + cols[None, :]
+    else:
+        offs_cols = tl.max_contiguous(tl.multiple_of(offs_cols, ALIGN), ALIGN)
+        rows = tl.multiple_of(offs_rows * stride_row, ALIGN)
+        return x_ptr + rows[:, None] + offs_cols[None, :] * stride_col
 
 
 @triton.jit
@@ -291,9 +313,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     tma = descriptors_available(a.device)
     if 2 * M * N * K >= COPY_MIN_FLOPS and (
             not (descriptor_layout(a) and descriptor_layout(b)) if tma
-            else unaligned_rows(a, K) or unaligned_rows(b, N)):
+            else unaligned_runs(a) or unaligned_runs(b)):
         a, b = aligned_copies(a, b)
         K = a.shape[1]
+    (a_columns, a_align), (b_columns, b_align) = runs(a), runs(b)
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
 
     def grid(meta):
@@ -311,9 +334,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     fast_launch(matmul_kernel)[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        # rows are only worth aligning when they are contiguous (a stride of 1 along them)
-        A_ALIGN=alignment(a.stride(0), K) if a.stride(1) == 1 else 1,
-        B_ALIGN=alignment(b.stride(0), N) if b.stride(1) == 1 else 1,
+        A_COLUMNS=a_columns, A_ALIGN=a_align, B_COLUMNS=b_columns, B_ALIGN=b_align,
         C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
         INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
@@ -383,14 +404,28 @@ def alignment(*values: int) -> int:
 COPY_MIN_FLOPS = 2**26
 
 
-def unaligned_rows(x: torch.Tensor, width: int) -> bool:
-    """True when ``x`` is laid out in rows (a stride of 1 along them) that the kernel cannot
-    read 16 bytes at a time: the row stride or ``width`` is not a multiple of 16 bytes, or
-    the data does not start on a 16-byte boundary."""
-    if x.stride(1) != 1:
+def runs(x: torch.Tensor) -> tuple[bool, int]:
+    """How the matrix ``x`` is laid out: ``(columns, align)``.
+
+    ``columns`` is True when x is stored column by column (a stride of 1 down its columns,
+    as in a transposed view) rather than row by row. ``align`` is the largest power of two,
+    up to 16, that divides both the distance between those rows (columns) and their length:
+    each starts on a boundary of that many elements. It is 1 when x has no stride of 1.
+    """
+    if x.stride(1) == 1:
+        return False, alignment(x.stride(0), x.shape[1])
+    if x.stride(0) == 1:
+        return True, alignment(x.stride(1), x.shape[0])
+    return False, 1
+
+
+def unaligned_runs(x: torch.Tensor) -> bool:
+    """True when ``x`` is stored row by row (or column by column) in rows the kernel cannot
+    read 16 bytes at a time: their stride or length is not a multiple of 16 bytes, or the
+    data does not start on a 16-byte boundary. False when x has no stride of 1 at all."""
+    if x.stride(1) != 1 and x.stride(0) != 1:
         return False
-    return (alignment(x.stride(0), width) * x.element_size() < 16
-            or x.data_ptr() % 16 != 0)
+    return runs(x)[1] * x.element_size() < 16 or x.data_ptr() % 16 != 0
 
 
 def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
