@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.runtime import _allocation
 
 from .runtime import interpreting
 from .launch import cdiv, fast_launch, next_power_of_2
@@ -115,6 +114,30 @@ def tile_of_program(
     return pid_m, pid_n
 
 
+@triton.jit
+def tile_pointers(
+    x_ptr, offs_rows, offs_cols, stride_row, stride_col,
+    ALIGN: tl.constexpr,  # alignment the launcher proved (see matmul_kernel's A_ALIGN)
+    COLUMNS: tl.constexpr,  # x is stored column by column, not row by row
+):
+    """Pointers to the elements of x at ``offs_rows`` x ``offs_cols``, with the alignment
+    the launcher proved stated for the compiler.
+
+    Triton cannot see it when a size is not a multiple of 16 (1000, say): every row of x
+    (every column, with COLUMNS) starts on an ALIGN-element boundary, and the offsets
+    along a row come in aligned runs of ALIGN (the row length is a multiple of it, so a
+    wrap with % never splits a run). With that, loads move 16 bytes at a time.
+    """
+    if COLUMNS:
+        offs_rows = tl.max_contiguous(tl.multiple_of(offs_rows, ALIGN), ALIGN)
+        cols = tl.multiple_of(offs_cols * stride_col, ALIGN)
+        return x_ptr + offs_rows[:, None] * stride_row + cols[None, :]
+    else:
+        offs_cols = tl.max_contiguous(tl.multiple_of(offs_cols, ALIGN), ALIGN)
+        rows = tl.multiple_of(offs_rows * stride_row, ALIGN)
+        return x_ptr + rows[:, None] + offs_cols[None, :] * stride_col
+
+
 @triton.autotune(configs=matmul_configs(), key=["M", "N", "K"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
@@ -136,11 +159,14 @@ def matmul_kernel(
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
-    # The launcher proved K a multiple of A_ALIGN (of B_ALIGN, when b is stored column by
-    # column) and N one of C_ALIGN. Written like this, the compiler can see it too
-    # (tl.multiple_of marks tensors, not scalars), so the masks against K and N below come
-    # in runs of that many elements and loads and stores stay 16 bytes wide.
-    if not A_COLUMNS:
+    # The launcher proved the length of a's rows (K) a multiple of A_ALIGN, and so on:
+    # see A_ALIGN, B_ALIGN and C_ALIGN. Written like this, the compiler can see it too
+    # (tl.multiple_of marks tensors, not scalars), so the masks against K and N and the
+    # wraps round M and N below come in runs of that many elements, and loads and stores
+    # stay 16 bytes wide.
+    if A_COLUMNS:
+        M = (M // A_ALIGN) * A_ALIGN
+    else:
         K = (K // A_ALIGN) * A_ALIGN
     if B_COLUMNS:
         K = (K // B_ALIGN) * B_ALIGN
@@ -177,42 +203,8 @@ def matmul_kernel(
         accumulator = tl.dot(a, b, accumulator)
         a_ptrs += step_ak
         b_ptrs += step_bk
-    store_c_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
-                 BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
-
-
-@triton.jit
-def tile_pointers(
-    x_ptr, offs_rows, offs_cols, stride_row, stride_col,
-    ALIGN: tl.constexpr,  # alignment the launcher proved (see matmul_kernel's A_ALIGN)
-    COLUMNS: tl.constexpr,  # x is stored column by column, not row by row
-):
-    """Pointers to the elements of x at ``offs_rows`` x ``offs_cols``, with the alignment
-    the launcher proved stated for the compiler.
-
-    Triton cannot see it when a size is not a multiple of 16 (1000, say): every row of x
-    (every column, with COLUMNS) starts on an ALIGN-element boundary, and the offsets
-    along a row come in aligned runs of ALIGN (the row length is a multiple of it, so a
-    wrap with % never splits a run). With that, loads move 16 bytes at a time.
-    """
-    if COLUMNS:
-        offs_rows = tl.max_contiguous(tl.multiple_of(offs_rows, ALIGN), ALIGN)
-        cols = tl.multiple_of(offs_cols * stride_col, ALIGN)
-        return x_ptr + offs_rows[:, None] * stride_row + cols[None, :]
-    else:
-        offs_cols = tl.max_contiguous(tl.multiple_of(offs_cols, ALIGN), ALIGN)
-        rows = tl.multiple_of(offs_rows * stride_row, ALIGN)
-        return x_ptr + rows[:, None] + offs_cols[None, :] * stride_col
-
-
-@triton.jit
-def store_c_tile(
-    c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
-    C_ALIGN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
-):
-    """Write tile ``(pid_m, pid_n)`` of c in c's dtype, leaving out what lies past M and N."""
     c = accumulator.to(c_ptr.dtype.element_ty)
+
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     if INT64_OFFSETS:
@@ -223,72 +215,6 @@ def store_c_tile(
     c_ptrs = c_ptr + c_rows[:, None] + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
-
-
-@triton.jit
-def tile_descriptor(
-    x_ptr, rows, cols, stride,
-    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
-    COLUMNS: tl.constexpr,  # x is stored column by column: describe its transpose
-):
-    """A tensor descriptor that fetches ``BLOCK_ROWS x BLOCK_COLS`` tiles of the
-    ``rows x cols`` matrix at ``x_ptr``, whose rows (or, with COLUMNS, columns) are
-    ``stride`` elements apart."""
-    if COLUMNS:
-        desc = tl.make_tensor_descriptor(x_ptr, [cols, rows], [stride, 1],
-                                         [BLOCK_COLS, BLOCK_ROWS])
-    else:
-        desc = tl.make_tensor_descriptor(x_ptr, [rows, cols], [stride, 1],
-                                         [BLOCK_ROWS, BLOCK_COLS])
-    return desc
-
-
-@triton.jit
-def load_tile(desc, row, col, COLUMNS: tl.constexpr):
-    """The tile whose top-left element is ``(row, col)``, through :func:`tile_descriptor`;
-    past the matrix's edges it holds zeros."""
-    if COLUMNS:
-        tile = desc.load([col, row]).T
-    else:
-        tile = desc.load([row, col])
-    return tile
-
-
-@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"],
-                 prune_configs_by={"early_config_prune": prune_configs})
-@triton.jit
-def matmul_tma_kernel(
-    a_ptr, b_ptr, c_ptr,
-    M, N, K,  # a is M x K, b is K x N, c is M x N
-    stride_a, stride_b,  # elements between rows of a and of b (columns, with *_COLUMNS)
-    stride_cm,
-    BLOCK_SIZE_M: tl.constexpr,
-    BLOCK_SIZE_N: tl.constexpr,
-    BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-    A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a.t() is contiguous)
-    B_COLUMNS: tl.constexpr = False,  # the same for b
-    C_ALIGN: tl.constexpr = 1,
-    INT64_OFFSETS: tl.constexpr = False,
-):
-    program_id = tl.program_id(axis=0)
-    pid_m, pid_n = tile_of_program(
-        program_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M
-    )
-    # Tiles of a and b come through tensor descriptors: on Hopper one TMA instruction
-    # copies a whole tile into shared memory, with zeros past the edges, so there are no
-    # pointers to compute and no masks.
-    a_desc = tile_descriptor(a_ptr, M, K, stride_a, BLOCK_SIZE_M, BLOCK_SIZE_K, A_COLUMNS)
-    b_desc = tile_descriptor(b_ptr, K, N, stride_b, BLOCK_SIZE_K, BLOCK_SIZE_N, B_COLUMNS)
-    row = pid_m * BLOCK_SIZE_M
-    col = pid_n * BLOCK_SIZE_N
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = load_tile(a_desc, row, k * BLOCK_SIZE_K, A_COLUMNS)
-        b = load_tile(b_desc, k * BLOCK_SIZE_K, col, B_COLUMNS)
-        accumulator = tl.dot(a, b, accumulator)
-    store_c_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, 1,
-                 BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -310,10 +236,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _matmul_op(a, b)
     M, K = a.shape
     N = b.shape[1]
-    tma = descriptors_available(a.device)
-    if 2 * M * N * K >= COPY_MIN_FLOPS and (
-            not (descriptor_layout(a) and descriptor_layout(b)) if tma
-            else unaligned_runs(a) or unaligned_runs(b)):
+    if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
         a, b = aligned_copies(a, b)
         K = a.shape[1]
     (a_columns, a_align), (b_columns, b_align) = runs(a), runs(b)
@@ -322,15 +245,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     def grid(meta):
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
 
-    a_layout, b_layout = (descriptor_layout(a), descriptor_layout(b)) if tma else (None, None)
-    if a_layout and b_layout:
-        use_scratch_allocator()
-        fast_launch(matmul_tma_kernel)[grid](
-            a, b, c, M, N, K, a_layout[1], b_layout[1], c.stride(0),
-            A_COLUMNS=a_layout[0], B_COLUMNS=b_layout[0], C_ALIGN=alignment(N),
-            INT64_OFFSETS=needs_int64_offsets(c),
-        )
-        return c
     fast_launch(matmul_kernel)[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -339,55 +253,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         INT64_OFFSETS=needs_int64_offsets(a, b, c),
     )
     return c
-
-
-def descriptors_available(device: torch.device) -> bool:
-    """Whether :func:`matmul` reads through tensor descriptors on ``device``: under the
-    interpreter, and on GPUs with a TMA unit (Hopper, compute capability 9.0, and later)."""
-    if interpreting():
-        return True
-    if device not in _TMA_DEVICES:
-        _TMA_DEVICES[device] = torch.cuda.get_device_capability(device)[0] >= 9
-    return _TMA_DEVICES[device]
-
-
-_TMA_DEVICES: dict[torch.device, bool] = {}
-TMA_ALIGNMENT = 16  # bytes: TMA's rule for a tensor's base address and its strides
-
-
-def descriptor_layout(x: torch.Tensor) -> tuple[bool, int] | None:
-    """How a tensor descriptor can read the matrix ``x``: ``(columns, stride)``, where
-    ``columns`` says it is stored column by column (``x.t()`` has rows of stride 1) and
-    ``stride`` is the distance between its rows (or columns) in elements. None when TMA's
-    rules rule it out: one of the two strides must be 1, and the base and the other stride
-    must be multiples of 16 bytes."""
-    if x.data_ptr() % TMA_ALIGNMENT:
-        return None
-    per_16_bytes = TMA_ALIGNMENT // x.element_size()
-    for columns in (False, True):
-        inner, outer = (0, 1) if columns else (1, 0)
-        inner_stride = x.stride(inner) if x.shape[inner] > 1 else 1
-        # a dimension of length 1 is never stepped along: any aligned stride describes it
-        outer_stride = (x.stride(outer) if x.shape[outer] > 1
-                        else cdiv(x.shape[inner], per_16_bytes) * per_16_bytes)
-        if (inner_stride == 1 and outer_stride >= x.shape[inner]
-                and outer_stride % per_16_bytes == 0):
-            return columns, outer_stride
-    return None
-
-
-def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
-def use_scratch_allocator() -> None:
-    """Give Triton somewhere to build tensor descriptors, unless the program already has.
-
-    A descriptor made inside a kernel (``tl.make_tensor_descriptor``) is written to global
-    memory before TMA can use it; Triton asks the allocator set by ``triton.set_allocator``
-    for that space at each launch and has none by default."""
-    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-        triton.set_allocator(_scratch)
 
 
 def alignment(*values: int) -> int:
