@@ -117,8 +117,10 @@ def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, device, che
     b = stored(k, n, offset, layout[1] == "c", device, dtype)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
     # copied when forced and a row (column) of a or b is not a multiple of 16 bytes long
-    # or the data starts off a 16-byte boundary
-    unaligned = offset != 0 or any(size * 2 % 16 for size in shape)
+    # or the data starts off a 16-byte boundary: a's rows are K long, its columns M; b's
+    # rows N, its columns K
+    run_lengths = (m if layout[0] == "c" else k, k if layout[1] == "c" else n)
+    unaligned = offset != 0 or any(length * 2 % 16 for length in run_lengths)
     assert bool(copied) == (copies and unaligned)
 
 
