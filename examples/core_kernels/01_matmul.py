@@ -193,7 +193,12 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #   ``(K // A_ALIGN) * A_ALIGN`` (and N the same way): the same number, now visibly a
 #   multiple, so a mask comes in runs of 8 elements and the masked loads and the store
 #   still move 16 bytes. A hint is a promise: a wrong one gives wrong results, so it is
-#   only ever what the launcher proved.
+#   only ever what the launcher proved. The same goes for a matrix stored column by
+#   column, a transposed view such as ``w.t()`` in ``x @ w.t()`` or in any product of a
+#   backward pass: the launcher passes ``A_COLUMNS`` (``B_COLUMNS``) with the alignment
+#   of the columns, and :func:`~triton_guide.matmul.tile_pointers` states it down the
+#   columns instead of along the rows; without it, such a matrix is read one element at a
+#   time (measured in ``benchmarks/NOTES.md``).
 # * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
 #   of A starts on a 16-byte boundary. For products large enough to repay it, the launcher
 #   first copies A and B into buffers whose rows are padded with zeros to a multiple of 16
@@ -201,20 +206,25 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: tile_pointers
 
 # %%
 # Check against PyTorch
 # ---------------------
-# Odd sizes in every dimension, compared with a float64 product.
+# Odd sizes in every dimension, compared with a float64 product, with B as it is (stored
+# row by row) and as a transposed view (stored column by column, as ``w.t()`` is).
 
 for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
         a = torch.randn(m, k, device=device, dtype=dtype)
         b = torch.randn(k, n, device=device, dtype=dtype)
-        error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
-                             rtol=tolerance(dtype, tensor_cores=True))
-        print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} "
-              f"relative error {error:.1e}")
+        for layout, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
+            error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
+                                 rtol=tolerance(dtype, tensor_cores=True))
+            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} "
+                  f"relative error {error:.1e}")
 
 # %%
 # Autotuning
