@@ -197,8 +197,8 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #   column, a transposed view such as ``w.t()`` in ``x @ w.t()`` or in any product of a
 #   backward pass: the launcher passes ``A_COLUMNS`` (``B_COLUMNS``) with the alignment
 #   of the columns, and :func:`~triton_guide.matmul.tile_pointers` states it down the
-#   columns instead of along the rows; without it, such a matrix is read one element at a
-#   time (measured in ``benchmarks/NOTES.md``).
+#   columns instead of along the rows; without it, a transposed B of 1000 x 1000 was read
+#   one element at a time (measured in ``benchmarks/NOTES.md``).
 # * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
 #   of A starts on a 16-byte boundary. For products large enough to repay it, the launcher
 #   first copies A and B into buffers whose rows are padded with zeros to a multiple of 16
