@@ -143,20 +143,20 @@ def test_alignment_hint_covers_k_not_only_the_row_stride(device, check):
     ((4, 8), 0, False), ((4, 6), 0, True), ((4, 8), 1, True), ((1, 3), 0, True),
 ], ids=["16_bytes", "12_bytes", "base_off_by_one", "one_row_of_6_bytes"])
 def test_unaligned_runs(shape, offset, unaligned):
-    from triton_guide.matmul import runs, unaligned_runs
+    from triton_guide.matmul import layout, unaligned_runs
 
     rows, width = shape
     x = torch.zeros(rows * width + offset, dtype=torch.float16)[offset:].view(rows, width)
     assert unaligned_runs(x) == unaligned
     assert unaligned_runs(x.t()) == unaligned  # the same storage, read column by column
-    assert runs(x)[0] is False and runs(x.t())[0] is True
+    assert layout(x)[0] is False and layout(x.t())[0] is True
 
 
 def test_no_stride_of_1_means_no_runs_to_align():
-    from triton_guide.matmul import runs, unaligned_runs
+    from triton_guide.matmul import layout, unaligned_runs
 
     every_other = torch.zeros(4, 8, dtype=torch.float16)[:, ::2]
-    assert runs(every_other) == (False, 1) and not unaligned_runs(every_other)
+    assert layout(every_other) == (False, 1) and not unaligned_runs(every_other)
 
 
 def test_aligned_copies_pad_k_with_zeros():

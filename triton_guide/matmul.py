@@ -239,7 +239,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
         a, b = aligned_copies(a, b)
         K = a.shape[1]
-    (a_columns, a_align), (b_columns, b_align) = runs(a), runs(b)
+    (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
 
     def grid(meta):
@@ -269,7 +269,7 @@ def alignment(*values: int) -> int:
 COPY_MIN_FLOPS = 2**26
 
 
-def runs(x: torch.Tensor) -> tuple[bool, int]:
+def layout(x: torch.Tensor) -> tuple[bool, int]:
     """How the matrix ``x`` is laid out: ``(columns, align)``.
 
     ``columns`` is True when x is stored column by column (a stride of 1 down its columns,
@@ -290,7 +290,7 @@ def unaligned_runs(x: torch.Tensor) -> bool:
     data does not start on a 16-byte boundary. False when x has no stride of 1 at all."""
     if x.stride(1) != 1 and x.stride(0) != 1:
         return False
-    return runs(x)[1] * x.element_size() < 16 or x.data_ptr() % 16 != 0
+    return layout(x)[1] * x.element_size() < 16 or x.data_ptr() % 16 != 0
 
 
 def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
