@@ -18,10 +18,10 @@ attention backward (``out.backward`` through autograd) is timed as called only.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +64,7 @@ class Tally:
     def print(self) -> None:
         print("\ngeometric means (ours / baseline, same run):")
         for (op, baseline), ratios in self.ratios.items():
-            mean = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+            mean = geometric_mean(r for r, _ in ratios)
             worst, where = min(ratios)
             print(f"  {op:<22} vs {baseline:<14} {mean:5.2f}x over {len(ratios):>2} shapes; "
                   f"worst {worst:.2f}x ({where})", flush=True)

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import math
 import time
+from statistics import geometric_mean
 
 import torch
 import triton
@@ -21,6 +22,7 @@ import triton.language as tl
 
 from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
+from triton_guide.testing import relative_error
 
 # ---------------------------------------------------------------------------------------
 # matmul
@@ -136,7 +138,7 @@ def tune_matmul_aligned(shapes, dtypes):
                     return c[:, :N]
                 try:
                     out = run()
-                    err = ((out.float() - ref).norm() / ref.norm()).item()
+                    err = relative_error(out, ref)
                     if not err < 2e-2:
                         results.append((0.0, (m, n, k, g, s, w)))
                         continue
@@ -151,7 +153,7 @@ def tune_matmul_aligned(shapes, dtypes):
 
 
 def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
-    from triton_guide.matmul import alignment, matmul_kernel
+    from triton_guide.matmul import alignment, layout, matmul_kernel
 
     kernel = matmul_kernel.fn  # the jit function under the autotuner
     print("matmul: best candidate per shape (TFLOP/s), cuBLAS in the same run")
@@ -163,8 +165,8 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
             c = torch.empty(M, N, device="cuda", dtype=dtype)
             ref = (a.float() @ b.float())
             flops = 2 * M * N * K
-            # the alignment hints the package's launcher would give (contiguous a, b, c)
-            aligned = dict(A_ALIGN=alignment(K), B_ALIGN=alignment(N), C_ALIGN=alignment(N))
+            # the alignment hints the package's launcher gives (a, b and c by rows)
+            aligned = dict(A_ALIGN=layout(a)[1], B_ALIGN=layout(b)[1], C_ALIGN=alignment(N))
             base = tflop_per_s(flops, median_ms(lambda: a @ b))
             results = []
             for m, n, k, g, s, w in candidates:
@@ -178,7 +180,7 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
                 try:
                     c.fill_(float("nan"))
                     run()
-                    err = ((c.float() - ref).norm() / ref.norm()).item()
+                    err = relative_error(c, ref)
                     if not err < 2e-2:
                         results.append((0.0, (m, n, k, g, s, w), f"wrong {err:.1e}"))
                         continue
@@ -191,7 +193,7 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
             top3 = "  ".join(f"{r:6.1f}@{c}" for r, c, _ in results[:3])
             print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5}  cuBLAS {base:6.1f}  best "
                   f"{best[0] / base:5.2f}x | {top3}", flush=True)
-    geo = math.exp(sum(math.log(max(r, 1e-6)) for r in ratios.values()) / len(ratios))
+    geo = geometric_mean(max(r, 1e-6) for r in ratios.values())
     print(f"matmul: geometric mean of best/cuBLAS over {len(ratios)} cases: {geo:.3f}")
 
 
@@ -214,7 +216,7 @@ def tune_matmul_row_starts(shapes, dtype=torch.float16):
         padded = [(padded_view(a), padded_view(b)) for a, b in pairs]
         ref = pairs[0][0].double() @ pairs[0][1].double()
         for a, b in (pairs[0], padded[0]):
-            err = ((matmul(a, b).double() - ref).norm() / ref.norm()).item()
+            err = relative_error(matmul(a, b), ref)
             assert err < 1e-2, err
         rates = [matmul_tflop_per_s(f, inputs)
                  for f, inputs in ((matmul, pairs), (matmul, padded),
@@ -243,7 +245,7 @@ def tune_matmul_layouts(cases):
                  for a, b in cold_matmul_inputs(M, N, K, dtype)]
         for a, b in pairs[:2]:  # the first call tunes; the second reuses its choice
             ref = a.double() @ b.double()
-            err = ((matmul(a, b).double() - ref).norm() / ref.norm()).item()
+            err = relative_error(matmul(a, b), ref)
             assert err < 1e-2, (dtype, M, N, K, layout, err)
         ours = matmul_tflop_per_s(matmul, pairs)
         cublas = matmul_tflop_per_s(torch.matmul, pairs)
@@ -252,7 +254,7 @@ def tune_matmul_layouts(cases):
               f"cuBLAS {cublas:6.1f}  {ours / cublas:4.2f}x", flush=True)
         del pairs
         torch.cuda.empty_cache()
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    geo = geometric_mean(ratios)
     print(f"matmul layouts: geometric mean / cuBLAS {geo:.3f} over {len(ratios)} cases, "
           f"worst {min(ratios):.2f}")
 
@@ -535,7 +537,7 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
                         for t in produced[kind]:
                             t.fill_(float("nan"))
                         run()
-                        err = max(((t.float() - e).norm() / e.norm()).item()
+                        err = max(relative_error(t, e)
                                   for t, e in zip(produced[kind], expected[kind]))
                         if not err < 2e-2:
                             results.append((math.inf, cfg, f"wrong {err:.1e}"))
@@ -571,7 +573,7 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
     for kind, values in ratios.items():
         if not values:
             continue
-        geo = math.exp(sum(map(math.log, values)) / len(values))
+        geo = geometric_mean(values)
         print(f"attention {kind}: best per case vs cuDNN, geometric mean {geo:.3f}, "
               f"min {min(values):.2f}")
 
