@@ -276,6 +276,16 @@ def test_record_script_refuses_without_a_gpu():
     assert (done.returncode, "needs a CUDA GPU" in done.stderr) == (2, True)
 
 
+@needs_interpreter
+@pytest.mark.parametrize("timer", ["median_ms", "gpu_ms", "queued_ms"])
+def test_timers_refuse_under_the_interpreter(timer):
+    ran = []
+    call = lambda: ran.append(1)  # noqa: E731
+    with pytest.raises(RuntimeError, match="Timings need a GPU"):
+        getattr(benchmark, timer)(call if timer == "median_ms" else [call])
+    assert ran == []
+
+
 def fake_live_gpu(monkeypatch) -> None:
     """The GPU code path with the GPU faked: its identity is a SYNTHETIC stand-in."""
     monkeypatch.setattr(benchmark, "interpreting", lambda: False)

@@ -4,8 +4,9 @@ pages and ``benchmarks/report.py``.
 Every timing on the pages is the median of many runs from ``triton.testing.do_bench``
 (:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
 before each run: one call as a program makes it, host included. :func:`gpu_ms`, which
-``benchmarks/report.py`` uses beside it, leaves the host out. Under the interpreter
-nothing is timed: a kernel's run time there measures numpy on the CPU.
+``benchmarks/report.py`` uses beside it, leaves the host out, as :func:`queued_ms` does for
+calls that a CUDA graph does not capture as they are. Under the interpreter nothing is
+timed: a kernel's run time there measures numpy on the CPU.
 
 **How a page benchmarks, records and recalls.** A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
 where the page's outputs come from (live GPU, interpreter, which recordings)::
@@ -124,6 +125,57 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
         times.append(start.elapsed_time(end))
     del graph
     return sorted(times)[len(times) // 2] / len(calls)
+
+
+
+def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[float, bool]:
+    """GPU time of one call, in milliseconds, for calls that :func:`gpu_ms` cannot capture
+    as they are: ``torch.autograd.grad`` runs each backward kernel on the stream of its
+    forward, which ran before the capture began.
+
+    Each round queues every call behind a GPU sleep longer than the host needs to launch
+    them all, then times the calls with CUDA events. The GPU never waits for Python, so the
+    time is the kernels' own, gaps between launches included; with rotating copies of the
+    inputs (:func:`copies_for_cold_cache`) each call finds them out of L2. Returns the
+    median GPU time per call, and whether every round's launches were done before its sleep
+    ended (if not, the GPU may have waited for the host, and the time is not the GPU's).
+    """
+    if not timings_meaningful():
+        raise RuntimeError(NO_TIMINGS)
+    import time
+
+    import torch
+
+    for call in calls:  # compiles and autotunes; then one timed pass of the host alone
+        call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    host_s = time.perf_counter() - start
+    torch.cuda.synchronize()
+    # How many cycles torch.cuda._sleep spins per second on this GPU, measured.
+    probe, begin, end = 10**7, torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+        enable_timing=True)
+    begin.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    end.synchronize()
+    cycles_per_s = probe / (begin.elapsed_time(end) * 1e-3)
+    sleep_s = 4 * host_s + 5e-3
+    gpu, covered = [], True
+    for _ in range(rounds):
+        torch.cuda._sleep(int(cycles_per_s * sleep_s))
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = time.perf_counter()
+        begin.record()
+        for call in calls:
+            call()
+        end.record()
+        covered &= time.perf_counter() - start < sleep_s
+        end.synchronize()
+        gpu.append(begin.elapsed_time(end))
+    return sorted(gpu)[rounds // 2] / len(calls), covered
 
 
 def cold_matmul_inputs(m: int, n: int, k: int, dtype, device: str = "cuda") -> list[tuple]:
