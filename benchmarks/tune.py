@@ -360,15 +360,7 @@ ATTENTION_CANDIDATES = {
                  (128, 128, 3, 8), (64, 64, 4, 4), (128, 64, 2, 8), (64, 64, 2, 4)],
     ("dq", 128): [(128, 64, 3, 8), (128, 64, 4, 8), (128, 32, 3, 4), (128, 128, 2, 8),
                   (128, 32, 3, 8), (64, 64, 3, 8), (128, 64, 5, 8), (64, 32, 3, 4)],
-    # One kernel for dk, dv and dq (dq added into float32 by atomics); BLOCK_N keys per
-    # program, BLOCK_M queries per step, as dkdv.
-    ("fused", 64): [(64, 128, 2, 8), (64, 128, 3, 8), (32, 128, 3, 4), (64, 64, 3, 4),
-                    (32, 64, 3, 4), (64, 64, 2, 4), (64, 128, 2, 4), (32, 128, 2, 8)],
-    ("fused", 128): [(64, 128, 2, 8), (64, 128, 3, 8), (32, 128, 2, 8), (32, 128, 3, 8),
-                     (64, 64, 2, 4), (32, 64, 3, 4), (64, 64, 2, 8), (32, 64, 2, 4)],
 }
-ATTENTION_CANDIDATES[("fused_ptr", 64)] = ATTENTION_CANDIDATES[("fused", 64)]
-ATTENTION_CANDIDATES[("fused_ptr", 128)] = ATTENTION_CANDIDATES[("fused", 128)]
 
 ATTENTION_CASES = [  # (dtype, batch, heads, seq, head_dim); each causal and full
     (torch.float16, 16, 32, 1024, 64), (torch.float16, 4, 32, 4096, 64),
@@ -427,7 +419,6 @@ class AttentionProblem:
         self.out, self.dq, self.dk, self.dv = (torch.empty_like(self.q) for _ in range(4))
         self.lse = torch.empty(batch * heads, seq, device=device, dtype=torch.float32)
         self.delta = torch.empty_like(self.lse)
-        self.dq_acc = torch.zeros(shape, device=device, dtype=torch.float32)
         self.heads, self.seq, self.dim, self.causal = heads, seq, dim, causal
         self.batch_heads = batch * heads
         self.scale = 1 / math.sqrt(dim)
@@ -436,15 +427,11 @@ class AttentionProblem:
         """A no-argument callable that runs one kernel with one configuration."""
         bm, bn, stages, warps = cfg
         m = self.mod
-        prescale = kind.endswith("_pre")
-        kind = kind.removesuffix("_pre")
         rows = {"q": bm, "do": bm, "k": bn, "v": bn}
         desc = {name: m._descriptor(getattr(self, name), rows[name], self.dim)
                 for name in rows}
         meta = dict(HEAD_DIM=self.dim, BLOCK_D=self.dim, CAUSAL=self.causal, BLOCK_M=bm,
                     BLOCK_N=bn, num_stages=stages, num_warps=warps)
-        if prescale:
-            meta["PRESCALE"] = True
         common = (self.heads, self.seq, self.scale)
         if kind.startswith("persistent"):  # persistent<programs per SM>[_flat]
             per_sm = int(kind[len("persistent"):].split("_")[0])
@@ -458,18 +445,6 @@ class AttentionProblem:
             grid = (triton.cdiv(self.seq, bm), self.batch_heads)
             return lambda: m.attention_forward_kernel.fn[grid](
                 desc["q"], desc["k"], desc["v"], self.out, self.lse, *common, **meta)
-        if kind in ("fused", "fused_ptr"):  # zero the float32 dq, run, convert dq
-            dq_desc = m._descriptor(self.dq_acc, bm, self.dim)
-            grid = (triton.cdiv(self.seq, bn), self.batch_heads)
-
-            def fused():
-                self.dq_acc.zero_()
-                m.attention_backward_fused_kernel[grid](
-                    desc["q"], desc["k"], desc["v"], desc["do"], dq_desc, self.lse, self.delta,
-                    self.dq_acc, self.dk, self.dv, *common, DQ_BY_TMA=kind == "fused", **meta)
-                torch.mul(self.dq_acc, self.scale, out=self.dq_acc)
-                self.dq.copy_(self.dq_acc)
-            return fused
         descs = (desc["q"], desc["k"], desc["v"], desc["do"], self.lse, self.delta)
         if kind == "dkdv":
             grid = (triton.cdiv(self.seq, bn), self.batch_heads)
@@ -484,13 +459,6 @@ class AttentionProblem:
         return lambda: m.attention_backward_preprocess_kernel[grid](
             self.out, self.do, self.delta, self.seq, HEAD_DIM=self.dim, BLOCK_D=self.dim,
             BLOCK_M=64)
-
-
-def _family(kind):
-    """The kernel a kind of ``tune_attention`` runs: ``dkdv_pre`` is dkdv, ``persistent2``
-    a forward."""
-    kind = kind.removesuffix("_pre")
-    return kind if kind in ("dkdv", "dq", "fused", "fused_ptr") else "forward"
 
 
 def _compile_jobs(jobs):
@@ -508,9 +476,9 @@ def _compile_jobs(jobs):
 
 
 def precompile_attention(kinds, workers=12):
-    """Compile every candidate of the kinds to tune in parallel processes
-    before timing (compiling is the slow part of a sweep, and Triton's on-disk cache carries
-    the result to this process)."""
+    """Compile every candidate of the kinds to tune in parallel processes before timing
+    (compiling is the slow part of a sweep, and Triton's on-disk cache carries the result to
+    this process)."""
     import multiprocessing as mp
 
     jobs = sorted({(kind, cfg, dtype, dim, causal)
@@ -558,17 +526,13 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
             expected = {"forward": (ref_out.float(),),
                         "dkdv": (k.grad.float(), v.grad.float()), "dq": (q.grad.float(),)}
             produced = {"forward": (p.out,), "dkdv": (p.dk, p.dv), "dq": (p.dq,)}
-            for kind in ("fused", "fused_ptr"):
-                expected[kind] = expected["dkdv"] + expected["dq"]
-                produced[kind] = produced["dkdv"] + produced["dq"]
-            for kind in kinds:  # variants (``_pre``, persistent) check against their kernel's
-                family = _family(kind)
-                expected.setdefault(kind, expected[family])
-                produced.setdefault(kind, produced[family])
+            for kind in kinds:
+                expected.setdefault(kind, expected["forward"])
+                produced.setdefault(kind, produced["forward"])
             best = {}
             for kind in kinds:
                 results = []
-                for cfg in candidates.get((kind, dim)) or candidates[(_family(kind), dim)]:
+                for cfg in candidates[(kind if kind in ("dkdv", "dq") else "forward", dim)]:
                     run = p.runner(kind, cfg)
                     try:
                         for t in produced[kind]:
@@ -592,19 +556,6 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
                 if kind == "forward":
                     p.runner(kind, best[kind][1])()  # the backward reads out and lse
                     p.preprocess()()
-            for kind in ("fused", "fused_ptr"):
-                if kind in best:
-                    ms = median_ms(p.preprocess()) + best[kind][0]
-                    print(f"{tag:<34} bwd {kind:<9} {tflop_per_s(2.5 * flops, ms):5.0f} "
-                          f"{base['cuDNN bwd'] / ms:4.2f}x cuDNN", flush=True)
-                    ratios.setdefault(kind, []).append(base["cuDNN bwd"] / ms)
-            if "forward_pre" in best:
-                ratios.setdefault("forward_pre", []).append(base["cuDNN"] / best["forward_pre"][0])
-            if "dkdv_pre" in best and "dq_pre" in best:
-                ms = median_ms(p.preprocess()) + best["dkdv_pre"][0] + best["dq_pre"][0]
-                print(f"{tag:<34} bwd prescaled {tflop_per_s(2.5 * flops, ms):5.0f} "
-                      f"{base['cuDNN bwd'] / ms:4.2f}x cuDNN", flush=True)
-                ratios.setdefault("backward_pre", []).append(base["cuDNN bwd"] / ms)
             if "dkdv" not in best:
                 continue
             fwd = best["forward"][0]
@@ -634,8 +585,7 @@ def main():
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts",
-                                 "softmax", "attention", "attention_persistent",
-                                 "attention_fused", "attention_prescaled"])
+                                 "softmax", "attention", "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -680,18 +630,6 @@ def main():
                       ("forward", 64): [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]}
         tune_attention(cases, ("forward", "persistent1", "persistent2"), (False,), candidates,
                        precompile=False)
-    if "attention_prescaled" in args.what:  # q (k, v) scaled once, read from registers
-        more = {  # q leaves shared memory: room for more stages or wider tiles
-            ("forward", 128): [(128, 64, 3, 8), (128, 128, 2, 8), (128, 64, 3, 4)],
-            ("forward", 64): [(128, 128, 2, 8), (128, 64, 3, 8)],
-            ("dq", 128): [(128, 128, 3, 8), (128, 64, 6, 8)], ("dq", 64): [(128, 128, 2, 8)]}
-        for family in ("forward", "dkdv", "dq"):
-            for dim in (64, 128):
-                ATTENTION_CANDIDATES[(family + "_pre", dim)] = (
-                    ATTENTION_CANDIDATES[(family, dim)] + more.get((family, dim), []))
-        tune_attention(kinds=("forward", "forward_pre", "dkdv", "dkdv_pre", "dq", "dq_pre"))
-    if "attention_fused" in args.what:  # one backward kernel, dq by atomics, vs dkdv + dq
-        tune_attention(kinds=("forward", "dkdv", "dq", "fused", "fused_ptr"))
     print(f"done in {time.time() - start:.0f} s")
 
 

@@ -166,7 +166,6 @@ def attention_forward_kernel(
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
     INT64_OFFSETS: tl.constexpr = False,  # seq_len * HEAD_DIM can pass 2**31 - 1: use int64
-    PRESCALE: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
@@ -180,9 +179,6 @@ def attention_forward_kernel(
     q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
 
     qk_scale = sm_scale * LOG2E  # exp(x * sm_scale) = exp2(x * qk_scale)
-    if PRESCALE:
-        q = (q * qk_scale).to(q.dtype)
-        qk_scale = 1.0
     row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
     row_sum = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -253,7 +249,7 @@ def _dkdv_block_loop(
     dk, dv, k, v,  # accumulators and this program's keys and values, (BLOCK_N, BLOCK_D)
     q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
     start, end,  # query range to visit, start a multiple of BLOCK_M
-    seq_len, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, delta_scale=1.0,
+    seq_len, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
 ):
     # Query rows past seq_len load as zeros (q, grad_out, lse and delta), so they add exactly
     # zero to dk and dv: no bounds mask is needed here.
@@ -271,7 +267,7 @@ def _dkdv_block_loop(
         probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
         do = _rows(do_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
         dv = tl.dot(probs_t.to(do.dtype), do, dv)
-        delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0) * delta_scale
+        delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
         dprobs_t = tl.dot(v, tl.trans(do))
         dscores_t = probs_t * (dprobs_t - delta[None, :])
         dk = tl.dot(dscores_t.to(q.dtype), q, dk)
@@ -289,7 +285,6 @@ def attention_backward_dkdv_kernel(
     BLOCK_M: tl.constexpr,  # query rows per step
     BLOCK_N: tl.constexpr,  # keys per program; a multiple of BLOCK_M
     INT64_OFFSETS: tl.constexpr = False,
-    PRESCALE: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
     batch_head = tl.program_id(1)
@@ -306,112 +301,20 @@ def attention_backward_dkdv_kernel(
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     qk_scale = sm_scale * LOG2E  # as in the forward kernel
-    dk_scale = sm_scale
-    delta_scale = 1.0
-    if PRESCALE:
-        k = (k * qk_scale).to(k.dtype)
-        qk_scale = 1.0
-        v = (v * sm_scale).to(v.dtype)
-        delta_scale = sm_scale
-        dk_scale = 1.0
 
     if CAUSAL:
         # Queries before first_key see none of these keys; those on the diagonal see some.
         dk, dv = _dkdv_block_loop(
             dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
             first_key, tl.minimum(first_key + BLOCK_N, seq_len), seq_len, BLOCK_M,
-            CAUSAL_MASK=True, delta_scale=delta_scale,
+            CAUSAL_MASK=True,
         )
         rest_start = first_key + BLOCK_N
     else:
         rest_start = 0
     dk, dv = _dkdv_block_loop(
         dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
-        rest_start, seq_len, seq_len, BLOCK_M, CAUSAL_MASK=False, delta_scale=delta_scale,
-    )
-
-    if INT64_OFFSETS:
-        offs_n = offs_n.to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offsets = head_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
-    tl.store(dk_ptr + offsets, (dk * dk_scale).to(dk_ptr.dtype.element_ty), mask=tile_mask)
-    tl.store(dv_ptr + offsets, dv.to(dv_ptr.dtype.element_ty), mask=tile_mask)
-
-
-@triton.jit
-def _fused_block_loop(
-    dk, dv, k, v,  # accumulators and this program's keys and values, (BLOCK_N, BLOCK_D)
-    q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch, head, offs_n, qk_scale,
-    start, end, seq_len, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    DQ_BY_TMA: tl.constexpr,
-):
-    BLOCK_D: tl.constexpr = k.shape[1]
-    offs_m0 = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    for start_m in range(start, end, BLOCK_M):
-        offs_m = start_m + offs_m0
-        row_mask = offs_m < seq_len
-        q = _rows(q_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
-        lse = tl.load(lse_base + offs_m, mask=row_mask, other=0.0)
-        scores_t = tl.dot(k, tl.trans(q))
-        if CAUSAL_MASK:
-            scores_t = tl.where(offs_m[None, :] >= offs_n[:, None], scores_t, -float("inf"))
-        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
-        do = _rows(do_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
-        dv = tl.dot(probs_t.to(do.dtype), do, dv)
-        delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
-        dprobs_t = tl.dot(v, tl.trans(do))
-        dscores_t = (probs_t * (dprobs_t - delta[None, :])).to(q.dtype)
-        dk = tl.dot(dscores_t, q, dk)
-        dq = tl.dot(tl.trans(dscores_t), k)
-        if DQ_BY_TMA:
-            dq_desc.atomic_add([batch, head, start_m, 0], dq.reshape(1, 1, BLOCK_M, BLOCK_D))
-        else:
-            tl.atomic_add(dq_base + offs_m[:, None] * BLOCK_D + offs_d[None, :], dq,
-                          mask=row_mask[:, None], sem="relaxed")
-    return dk, dv
-
-
-@triton.jit
-def attention_backward_fused_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc,
-    lse_ptr, delta_ptr, dq_ptr,  # dq: (batch, heads, seq_len, BLOCK_D) float32, zeroed
-    dk_ptr, dv_ptr,
-    num_heads, seq_len, sm_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    INT64_OFFSETS: tl.constexpr = False, DQ_BY_TMA: tl.constexpr = True,
-):
-    block_index = tl.program_id(0)
-    batch_head = tl.program_id(1)
-    batch = batch_head // num_heads
-    head = batch_head % num_heads
-    head_rows = batch_head.to(tl.int64) * seq_len
-    lse_base = lse_ptr + head_rows
-    delta_base = delta_ptr + head_rows
-    dq_base = dq_ptr + head_rows * BLOCK_D
-
-    first_key = block_index * BLOCK_N
-    offs_n = first_key + tl.arange(0, BLOCK_N)
-    k = _rows(k_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
-    v = _rows(v_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
-    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * LOG2E
-    if CAUSAL:
-        dk, dv = _fused_block_loop(
-            dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch, head,
-            offs_n, qk_scale, first_key, tl.minimum(first_key + BLOCK_N, seq_len), seq_len,
-            BLOCK_M, CAUSAL_MASK=True, DQ_BY_TMA=DQ_BY_TMA,
-        )
-        rest_start = first_key + BLOCK_N
-    else:
-        rest_start = 0
-    dk, dv = _fused_block_loop(
-        dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch, head,
-        offs_n, qk_scale, rest_start, seq_len, seq_len, BLOCK_M, CAUSAL_MASK=False,
-        DQ_BY_TMA=DQ_BY_TMA,
+        rest_start, seq_len, seq_len, BLOCK_M, CAUSAL_MASK=False,
     )
 
     if INT64_OFFSETS:
@@ -460,7 +363,6 @@ def attention_backward_dq_kernel(
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
     INT64_OFFSETS: tl.constexpr = False,
-    PRESCALE: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
     batch_head = tl.program_id(1)
@@ -477,13 +379,6 @@ def attention_backward_dq_kernel(
     delta = tl.load(delta_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     qk_scale = sm_scale * LOG2E  # as in the forward kernel
-    dq_scale = sm_scale
-    if PRESCALE:
-        q = (q * qk_scale).to(q.dtype)
-        qk_scale = 1.0
-        do = (do * sm_scale).to(do.dtype)
-        delta = delta * sm_scale
-        dq_scale = 1.0
 
     if CAUSAL:
         dq = _dq_block_loop(
@@ -513,7 +408,7 @@ def attention_backward_dq_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     dq_ptrs = dq_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     tile_mask = row_mask[:, None] & (offs_d[None, :] < HEAD_DIM)
-    tl.store(dq_ptrs, (dq * dq_scale).to(dq_ptr.dtype.element_ty), mask=tile_mask)
+    tl.store(dq_ptrs, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=tile_mask)
 
 
 # q, k, v (and, in the backward, the output's gradient) are read through tensor
