@@ -1,7 +1,8 @@
 """Time every op against its PyTorch baseline over the shape sets of the performance goals;
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--only add softmax matmul attention] [--quick]
+    python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
+                                [--quick]
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
 large cuBLAS GEMM) measured first. The first call of each matmul shape includes the
@@ -218,7 +219,13 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
                         help="ops to run: add softmax matmul attention (default: all)")
+    parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
+                        help="of each op's dtypes, only these (default: all)")
     args = parser.parse_args()
+
+    def dtypes(*names):
+        return [name for name in names if args.dtypes is None or name in args.dtypes]
+
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
     print(tg.runtime.describe(), flush=True)
@@ -228,13 +235,13 @@ def main():
         vector_add(roofs["copy"].value)
     if "softmax" in only:
         shapes = SOFTMAX_SHAPES[::4] if args.quick else SOFTMAX_SHAPES
-        softmax(shapes, ["fp32", "fp16", "bf16"], roofs["copy"].value)
+        softmax(shapes, dtypes("fp32", "fp16", "bf16"), roofs["copy"].value)
     if "matmul" in only:
         shapes = MATMUL_SHAPES[::5] if args.quick else MATMUL_SHAPES
-        matmul(shapes, ["fp16", "bf16"])
+        matmul(shapes, dtypes("fp16", "bf16"))
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
-        attention(lengths, [64, 128], ["fp16", "bf16"])
+        attention(lengths, [64, 128], dtypes("fp16", "bf16"))
     TALLY.print()
 
 
