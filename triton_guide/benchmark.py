@@ -136,9 +136,10 @@ def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[f
     Each round queues every call behind a GPU sleep longer than the host needs to launch
     them all, then times the calls with CUDA events. The GPU never waits for Python, so the
     time is the kernels' own, gaps between launches included; with rotating copies of the
-    inputs (:func:`copies_for_cold_cache`) each call finds them out of L2. Returns the
-    median GPU time per call, and whether every round's launches were done before its sleep
-    ended (if not, the GPU may have waited for the host, and the time is not the GPU's).
+    inputs (:func:`copies_for_cold_cache`) each call finds them out of L2. A round whose
+    launches outlast its sleep (the GPU may have waited for the host) is thrown away and
+    the sleep doubled. Returns the median GPU time per call over the rounds kept, and
+    whether ``rounds`` of them were kept within ``4 * rounds`` tries.
     """
     if not timings_meaningful():
         raise RuntimeError(NO_TIMINGS)
@@ -163,8 +164,10 @@ def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[f
     end.synchronize()
     cycles_per_s = probe / (begin.elapsed_time(end) * 1e-3)
     sleep_s = 4 * host_s + 5e-3
-    gpu, covered = [], True
-    for _ in range(rounds):
+    gpu = []
+    for _ in range(4 * rounds):
+        if len(gpu) == rounds:
+            break
         torch.cuda._sleep(int(cycles_per_s * sleep_s))
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start = time.perf_counter()
@@ -172,10 +175,15 @@ def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[f
         for call in calls:
             call()
         end.record()
-        covered &= time.perf_counter() - start < sleep_s
+        launched_s = time.perf_counter() - start
         end.synchronize()
-        gpu.append(begin.elapsed_time(end))
-    return sorted(gpu)[rounds // 2] / len(calls), covered
+        if launched_s < sleep_s:
+            gpu.append(begin.elapsed_time(end))
+        else:
+            sleep_s *= 2
+    if not gpu:
+        return math.nan, False
+    return sorted(gpu)[len(gpu) // 2] / len(calls), len(gpu) == rounds
 
 
 def cold_matmul_inputs(m: int, n: int, k: int, dtype, device: str = "cuda") -> list[tuple]:
