@@ -191,22 +191,22 @@ def attention(lengths, head_dims, dtypes):
                     inputs = [(q, k, v)] + [
                         tuple(torch.randn_like(q, requires_grad=True) for _ in range(3))
                         for _ in range(copies_for_cold_cache(3 * q.numel() * q.itemsize) - 1)]
-                    backward, first, host_bound = {}, {}, []
+                    backward, first, unclean = {}, {}, []
                     for name, f in fns.items():
                         calls = [lambda o=f(*x), x=x: torch.autograd.grad(o, x, grad,
                                                                            retain_graph=True)
                                  for x in inputs]
                         ms, covered = queued_ms(calls)
                         backward[name] = tflop_per_s(2.5 * flops, ms)
-                        if not covered:
-                            host_bound.append(name)
+                        if not covered:  # some rounds had the GPU wait for the host
+                            unclean.append(name)
                         first[name] = calls[0]
                         del calls
                     called_bwd = as_called("attention bwd", tag, first["ours"], "cuDNN",
                                            first["cuDNN"],
                                            lambda ms: tflop_per_s(2.5 * flops, ms))
-                    if host_bound:
-                        called_bwd += f"  | GPU time not covered: {', '.join(host_bound)}"
+                    if unclean:
+                        called_bwd += f"  | GPU time from too few clean rounds: {unclean}"
                     ours_fwd, ours_bwd = forward.pop("ours"), backward.pop("ours")
                     row("attention fwd", tag, ours_fwd, forward, "TFLOP/s", called)
                     row("attention bwd", tag, ours_bwd, backward, "TFLOP/s", called_bwd)

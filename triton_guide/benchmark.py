@@ -127,7 +127,6 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
     return sorted(times)[len(times) // 2] / len(calls)
 
 
-
 def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[float, bool]:
     """GPU time of one call, in milliseconds, for calls that :func:`gpu_ms` cannot capture
     as they are: ``torch.autograd.grad`` runs each backward kernel on the stream of its
