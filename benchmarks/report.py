@@ -176,21 +176,19 @@ def attention(lengths, head_dims, dtypes):
                     fns |= {name: sdpa(b, causal) for name, b in backends.items()}
                     tag = (f"{dtype_name} B{batch} H{heads} N{seq} d{head_dim} "
                            f"{'causal' if causal else 'full'}")
-                    # GPU time on inputs without gradients (rotating copies, a CUDA graph).
-                    copies = [tuple(t.detach() for t in (q, k, v))] + [
-                        tuple(torch.randn_like(q, requires_grad=False) for _ in range(3))
+                    # Rotating copies of the inputs: each call finds its own out of L2.
+                    inputs = [(q, k, v)] + [
+                        tuple(torch.randn_like(q, requires_grad=True) for _ in range(3))
                         for _ in range(copies_for_cold_cache(3 * q.numel() * q.itemsize) - 1)]
+                    # Forward GPU time on the copies without gradients (a CUDA graph).
+                    detached = [tuple(t.detach() for t in x) for x in inputs]
                     forward = {name: tflop_per_s(flops, gpu_ms([lambda f=f, x=x: f(*x)
-                                                                for x in copies]))
+                                                                for x in detached]))
                                for name, f in fns.items()}
-                    del copies
                     called = as_called("attention fwd", tag, lambda: fns["ours"](q, k, v),
                                        "cuDNN", lambda: fns["cuDNN"](q, k, v),
                                        lambda ms: tflop_per_s(flops, ms))
                     grad = torch.randn(shape, device="cuda", dtype=DTYPES[dtype_name])
-                    inputs = [(q, k, v)] + [
-                        tuple(torch.randn_like(q, requires_grad=True) for _ in range(3))
-                        for _ in range(copies_for_cold_cache(3 * q.numel() * q.itemsize) - 1)]
                     backward, first, unclean = {}, {}, []
                     for name, f in fns.items():
                         calls = [lambda o=f(*x), x=x: torch.autograd.grad(o, x, grad,
@@ -210,7 +208,7 @@ def attention(lengths, head_dims, dtypes):
                     ours_fwd, ours_bwd = forward.pop("ours"), backward.pop("ours")
                     row("attention fwd", tag, ours_fwd, forward, "TFLOP/s", called)
                     row("attention bwd", tag, ours_bwd, backward, "TFLOP/s", called_bwd)
-                    del q, k, v, grad, inputs, first
+                    del q, k, v, grad, inputs, detached, first
                 torch.cuda.empty_cache()
 
 
