@@ -197,6 +197,72 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
     print(f"matmul: geometric mean of best/cuBLAS over {len(ratios)} cases: {geo:.3f}")
 
 
+def tune_matmul_picks(shapes, dtypes, repeats=4):
+    """Is the autotuner's pick for a shape the best configuration, and the same pick on every
+    tuning? Every configuration the launcher's pruning keeps is timed directly, then the
+    autotuner tunes the shape ``repeats`` times from scratch; all in GPU time on cold inputs,
+    as ``report.py`` times (the autotuner itself times with ``do_bench``)."""
+    matmul_module = importlib.import_module("triton_guide.matmul")
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
+
+    tuner = matmul_module.matmul_kernel
+    kernel = tuner.fn
+    print("matmul: each kept configuration timed directly, then the autotuner's picks "
+          "(TFLOP/s, GPU time, cold inputs; cuBLAS in the same run)")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            a, b = pairs[0]
+            outs = [torch.empty(M, N, device="cuda", dtype=dtype) for _ in pairs]
+            flops = 2 * M * N * K
+            hints = dict(A_ALIGN=matmul_module.layout(a)[1], B_ALIGN=matmul_module.layout(b)[1],
+                         C_ALIGN=matmul_module.alignment(N))
+            ref = a.float() @ b.float()
+            cublas = matmul_tflop_per_s(torch.matmul, pairs)
+            kept = matmul_module.prune_configs(tuner.configs, {"M": M, "N": N, "a_ptr": a})
+            direct = []
+            for config in kept:
+                meta = dict(config.kwargs, num_stages=config.num_stages,
+                            num_warps=config.num_warps, **hints)
+                tiles = triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"])
+                grid = (tiles,)
+
+                def run(x, y, out, meta=meta, grid=grid):
+                    kernel[grid](x, y, out, M, N, K, x.stride(0), x.stride(1), y.stride(0),
+                                 y.stride(1), out.stride(0), out.stride(1), **meta)
+                outs[0].fill_(float("nan"))
+                run(a, b, outs[0])
+                err = relative_error(outs[0], ref)
+                if not err < 2e-2:
+                    raise AssertionError(f"{config} is wrong at {M}x{N}x{K}: {err:.1e}")
+                rate = tflop_per_s(flops, gpu_ms([lambda x=x, y=y, o=o: run(x, y, o)
+                                                  for (x, y), o in zip(pairs, outs)]))
+                direct.append((rate, _config_name(config)))
+            direct.sort(reverse=True)
+            picks = []
+            for _ in range(repeats):
+                tuner.cache.clear()  # the autotuner's picks, and the launcher's copies of them
+                launcher = getattr(tuner, "_triton_guide_launcher", None)
+                if launcher is not None:
+                    launcher.compiled.clear()
+                matmul_module.matmul(a, b)  # tunes the shape from scratch
+                picks.append((matmul_tflop_per_s(matmul_module.matmul, pairs),
+                              _config_name(tuner.best_config)))
+            best = direct[0][0]
+            print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} cuBLAS {cublas:6.1f} | best kept "
+                  f"{best:6.1f} {direct[0][1]} ({best / cublas:4.2f}x) | next "
+                  + "  ".join(f"{r:6.1f} {c}" for r, c in direct[1:4]), flush=True)
+            print("      picks: " + "  ".join(f"{r:6.1f} {c} ({r / cublas:4.2f}x)"
+                                            for r, c in picks), flush=True)
+            del pairs, outs, a, b
+            torch.cuda.empty_cache()
+
+
+def _config_name(config):
+    m, n, k = (config.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
+    return f"{m}x{n}x{k}/s{config.num_stages}w{config.num_warps}"
+
+
 def tune_matmul_row_starts(shapes, dtype=torch.float16):
     """Is a ragged M, N or K slow because rows start off 128-byte boundaries? The package's
     matmul on the inputs as they are, then on views of buffers whose rows are padded to a
@@ -584,7 +650,7 @@ def main():
     parser.add_argument("what", nargs="+",
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
-                                 "matmul_layouts",
+                                 "matmul_layouts", "matmul_picks",
                                  "softmax", "attention", "attention_persistent"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
@@ -611,6 +677,10 @@ def main():
                   (128, 4096, 4096), (2000, 3000, 1000), (1023, 1025, 1027)]
         tune_matmul_layouts([(torch.float16, *shape, layout) for shape in shapes
                              for layout in ("rr", "rc", "cr", "cc")])
+    if "matmul_picks" in args.what:  # few rows: does the autotuner find the best tile?
+        rows = (1, 16, 32, 64, 96, 128, 192, 256)
+        tune_matmul_picks([(m, 4096, 4096) for m in rows] + [(128, 12288, 4096),
+                          (64, 12288, 4096), (128, 4096, 16384)], (torch.float16, torch.bfloat16))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)

@@ -199,6 +199,10 @@ def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
     assert kept(1, 4096) == [(16, 64)]  # decode: only 16-row tiles
     assert kept(1024, 1024) == [(128, 256), (128, 128), (64, 64), (16, 64)]  # 64 large tiles
     assert kept(8192, 8192) == [(128, 256), (128, 128)]  # 4096 large tiles: large only
-    assert kept(64, 64) == [(64, 64), (16, 64)]
+    assert kept(64, 64) == [(64, 64)]  # few rows: tiles 64 rows tall
+    assert kept(128, 4096) == [(128, 256), (128, 128)]  # 65-128 rows: one row of tiles
+    assert kept(200, 4096) == [(64, 64)]
+    assert kept(32, 4096) == [(16, 64)]  # 32 rows and fewer: every tile that fits
+    assert kept(300, 4096) == [(128, 256), (128, 128), (64, 64), (16, 64)]
     # float32: 3 stages of 128 x 64 and 64 x 256 tiles need 288 KiB, more than the 227 KiB
     assert kept(8192, 8192, torch.float32) == [(128, 128)]

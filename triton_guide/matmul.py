@@ -69,7 +69,8 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     A configuration whose pipeline stages of a and b tiles overflow shared memory cannot
     run at all (float32 inputs take twice float16's space); a tile taller than M (or wider
     than N) rounded up to a power of two only computes padding; small tiles lose when large
-    ones already give every SM several tiles. This keeps the first call of a shape to a few
+    ones already give every SM several tiles; a product of few rows gets tiles of the height
+    :func:`few_rows_tile_height` gives. This keeps the first call of a shape to a few
     compilations and timings.
     """
     M, N = named_args["M"], named_args["N"]
@@ -89,7 +90,26 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
              if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
     if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * properties.multi_processor_count:
         return large
-    return fitting or runnable
+    tall = [c for c in fitting if c.kwargs["BLOCK_SIZE_M"] == few_rows_tile_height(M)]
+    return tall or fitting or runnable
+
+
+def few_rows_tile_height(M: int) -> int:
+    """The tile height for a product of 33-256 rows (0, no rule, for any other M).
+
+    With so few rows, the autotuner's own timing (``do_bench``: each call alone, after a
+    256 MiB write that empties L2) prefers tiles that, timed back to back on fresh inputs
+    as the calls of a network run, are slower than tiles as tall as the product (65-128
+    rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 20-30% at
+    64-128 rows (32 x 128 tiles, which read each column of b several times), about 8% at
+    192-256 rows. Measured on the H100, float16 and bfloat16, with
+    ``benchmarks/tune.py matmul_picks``; see benchmarks/NOTES.md.
+    """
+    if 64 < M <= 128:
+        return 128
+    if 32 < M <= 256:
+        return 64
+    return 0
 
 
 @triton.jit
@@ -138,7 +158,9 @@ def tile_pointers(
         return x_ptr + rows[:, None] + offs_cols[None, :] * stride_col
 
 
-@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"],
+# The layout is in the key: each layout compiles to its own kernel, tuned on its own.
+@triton.autotune(configs=matmul_configs(),
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(

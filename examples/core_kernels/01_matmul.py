@@ -229,10 +229,15 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
 # %%
 # Autotuning
 # ----------
-# The best tile shape depends on the problem and the GPU. ``@triton.autotune`` times every
-# configuration in its list the first time it meets a new ``(M, N, K)`` and then keeps the
-# fastest. These are the candidates in the current mode (a single one under the interpreter,
-# where there is nothing to time), and the winner for the last product above:
+# The best tile shape depends on the problem and the GPU. The first time
+# ``@triton.autotune`` meets a new ``(M, N, K)`` (and layout), it times the configurations
+# of its list that :func:`~triton_guide.matmul.prune_configs` keeps for that shape, then
+# keeps the fastest. Pruning is more than a shortcut: the autotuner times each call alone,
+# after emptying the L2 cache, and for products of a few dozen to 256 rows that timing
+# favours tiles that are slower in a network's back-to-back calls, so those shapes only get
+# tiles 64 or 128 rows tall. These are the candidates in the current mode (a single one
+# under the interpreter, where there is nothing to time), and the winner for the last
+# product above:
 
 for config in matmul_kernel.configs:
     print(" ", config)
