@@ -4,6 +4,11 @@ microseconds: the wall time of many back-to-back calls, through Triton's own lau
 torch call; then a cProfile of the slowest with the cached launch.
 
     python benchmarks/launch_overhead.py      (CUDA GPU)
+    python benchmarks/launch_overhead.py --matmul-shapes
+
+``--matmul-shapes`` goes through ``report.py``'s matmul shapes in its order instead: host
+time per call of ``tg.matmul``, how many of those calls took Triton's own path, and the
+``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call.
 """
 
 from __future__ import annotations
@@ -63,5 +68,56 @@ def main():
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
 
 
+def matmul_shapes():
+    from benchmarks.report import MATMUL_SHAPES
+    from triton_guide.benchmark import median_ms, tflop_per_s
+
+    slow_path = {"calls": 0}
+    through_triton = launch.FastLauncher._launch_through_triton
+
+    def counted(self, *args, **kwargs):
+        slow_path["calls"] += 1
+        return through_triton(self, *args, **kwargs)
+
+    launch.FastLauncher._launch_through_triton = counted
+    print(f"{'matmul':<24} {'host us/call':>12} {'Triton path':>11} {'kept':>5} "
+          f"{'as called TFLOP/s':>18}")
+    for dtype in (torch.float16, torch.bfloat16):
+        for m, n, k in MATMUL_SHAPES:
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            tg.matmul(a, b)  # tunes
+            slow_path["calls"] = 0
+            host = host_us(lambda: tg.matmul(a, b), calls=300)
+            through = slow_path["calls"]
+            kept = len(getattr(sys.modules["triton_guide.matmul"].matmul_kernel,
+                               "_triton_guide_launcher").compiled)
+            called = tflop_per_s(2 * m * n * k, median_ms(lambda: tg.matmul(a, b)))
+            name = f"{str(dtype)[6:]} {m}x{n}x{k}"
+            print(f"{name:<24} {host:12.1f} {through:>11} {kept:>5} {called:18.1f}", flush=True)
+            if host > 50:
+                profile = cProfile.Profile()
+                profile.enable()
+                for _ in range(200):
+                    tg.matmul(a, b)
+                profile.disable()
+                pstats.Stats(profile).sort_stats("tottime").print_stats(8)
+    # the attention page's first backward sweep point: B4 H32 N1024 d128 float16
+    q, k, v = (torch.randn(4, 32, 1024, 128, device="cuda", dtype=torch.float16,
+                           requires_grad=True) for _ in range(3))
+    out = tg.attention(q, k, v)
+    grad = torch.randn_like(out)
+    for name, fn in {"attention forward": lambda: tg.attention(q, k, v),
+                     "attention backward": lambda: torch.autograd.grad(out, (q, k, v), grad,
+                                                                       retain_graph=True)}.items():
+        slow_path["calls"] = 0
+        host = host_us(fn, calls=100)
+        print(f"{name:<24} {host:12.1f} {slow_path['calls']:>11} {'':>5} "
+              f"{median_ms(fn):15.3f} ms", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if "--matmul-shapes" in sys.argv:
+        matmul_shapes()
+    else:
+        main()
