@@ -5,10 +5,12 @@ torch call; then a cProfile of the slowest with the cached launch.
 
     python benchmarks/launch_overhead.py      (CUDA GPU)
     python benchmarks/launch_overhead.py --matmul-shapes
+    python benchmarks/launch_overhead.py --attention
 
 ``--matmul-shapes`` goes through ``report.py``'s matmul shapes in its order instead: host
 time per call of ``tg.matmul``, how many of those calls took Triton's own path, and the
-``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call.
+``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call; then the attention below.
+``--attention`` times only the attention page's first sweep point (see ``attention``).
 """
 
 from __future__ import annotations
@@ -102,22 +104,45 @@ def matmul_shapes():
                     tg.matmul(a, b)
                 profile.disable()
                 pstats.Stats(profile).sort_stats("tottime").print_stats(8)
-    # the attention page's first backward sweep point: B4 H32 N1024 d128 float16
+    attention(slow_path)
+
+
+def attention(slow_path=None):
+    """The attention page's first sweep point, B4 H32 N1024 d128 float16: host time per
+    call of the forward (without and with autograd recording it) and of the backward, the
+    ``as called`` time, and a cProfile of each."""
+    from triton_guide.benchmark import median_ms
+
     q, k, v = (torch.randn(4, 32, 1024, 128, device="cuda", dtype=torch.float16,
                            requires_grad=True) for _ in range(3))
     out = tg.attention(q, k, v)
     grad = torch.randn_like(out)
-    for name, fn in {"attention forward": lambda: tg.attention(q, k, v),
-                     "attention backward": lambda: torch.autograd.grad(out, (q, k, v), grad,
-                                                                       retain_graph=True)}.items():
-        slow_path["calls"] = 0
+    plain = [t.detach() for t in (q, k, v)]
+    calls = {"attention forward": lambda: tg.attention(*plain),
+             "attention forward, grad": lambda: tg.attention(q, k, v),
+             "attention backward": lambda: torch.autograd.grad(out, (q, k, v), grad,
+                                                               retain_graph=True)}
+    for name, fn in calls.items():
+        if slow_path is not None:
+            slow_path["calls"] = 0
         host = host_us(fn, calls=100)
-        print(f"{name:<24} {host:12.1f} {slow_path['calls']:>11} {'':>5} "
+        through = slow_path["calls"] if slow_path is not None else "-"
+        print(f"{name:<24} {host:12.1f} {through:>11} {'':>5} "
               f"{median_ms(fn):15.3f} ms", flush=True)
+    for name, fn in calls.items():
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(100):
+            fn()
+        profile.disable()
+        print(f"\n--- {name}: 100 calls, by own time")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(14)
 
 
 if __name__ == "__main__":
     if "--matmul-shapes" in sys.argv:
         matmul_shapes()
+    elif "--attention" in sys.argv:
+        attention()
     else:
         main()
