@@ -9,8 +9,9 @@ torch call; then a cProfile of the slowest with the cached launch.
 
 ``--matmul-shapes`` goes through ``report.py``'s matmul shapes in its order instead: host
 time per call of ``tg.matmul``, how many of those calls took Triton's own path, and the
-``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call; then the attention below.
-``--attention`` times only the attention page's first sweep point (see ``attention``).
+``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call;
+then the attention's. ``--attention`` times only the attention page's first sweep point
+(see ``attention``).
 """
 
 from __future__ import annotations
