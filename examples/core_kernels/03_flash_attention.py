@@ -417,6 +417,13 @@ for run in ladder:
 # ``4 B H N^2 D`` for the forward pass (halved when causal) and 2.5 times that for the
 # backward pass. The ceiling is cuBLAS on one large (8192^3) float16 product, measured
 # in the same run: attention is at best as fast as a plain matrix product.
+#
+# Each call is timed as a program makes it, host included. At the shortest length our
+# backward's host work (autograd, the registered operator, four tensor descriptors and two
+# autotuned launches through Triton's own launch path) can take longer than its kernels, so
+# that point measures partly the host's CPU: ``python benchmarks/launch_overhead.py
+# --attention`` times the host alone, and ``benchmarks/report.py`` gives GPU time beside
+# the time as called.
 
 lengths = [1024, 2048, 4096, 8192, 16384]
 HEAD_DIM, BATCH, HEADS = 128, 4, 32
