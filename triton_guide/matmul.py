@@ -100,9 +100,9 @@ def few_rows_tile_height(M: int) -> int:
     With so few rows, the autotuner's own timing (``do_bench``: each call alone, after a
     256 MiB write that empties L2) prefers tiles that, timed back to back on fresh inputs
     as the calls of a network run, are slower than tiles as tall as the product (65-128
-    rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 20-30% at
-    64-128 rows (32 x 128 tiles, which read each column of b several times), about 8% at
-    192-256 rows. Measured on the H100, float16 and bfloat16, with
+    rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
+    slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
+    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, with
     ``benchmarks/tune.py matmul_picks``; see benchmarks/NOTES.md.
     """
     if 64 < M <= 128:

@@ -243,8 +243,9 @@ check_step(attention_online, "step 3 (one pass) ")
 # ----------------
 # With ``causal=True`` query ``i`` sees keys ``0..i``. For a block of queries starting at row
 # ``r``, keys before ``r`` are visible to every row (no mask), keys from ``r`` to the end of
-# the block need the triangular mask, and later keys are skipped entirely, which halves the
-# work. The same split appears in the backward kernels.
+# the block need the triangular mask, and later keys are skipped entirely, which takes the
+# work to a little over half (the diagonal blocks are visited whole, so the share falls
+# towards half as N grows). The same split appears in the backward kernels.
 
 num_blocks = 8
 visited = sum(i + 1 for i in range(num_blocks))
@@ -306,9 +307,9 @@ ridge = 600e12 / 3e12
 print(f"the GPU assumed in the first cell needs {ridge:.0f} FLOP/B to be compute bound")
 
 # %%
-# Counted this way, flash attention moves at most a few times fewer bytes than the naive
-# kernel (last column), and both stay below the FLOPs per byte a GPU needs to be compute
-# bound. The count is an upper bound, though: the programs working on one head at the
+# Counted this way, flash attention moves between about as many bytes as the naive kernel
+# (64-row query blocks) and half as many (128-row blocks; last column), and both stay below
+# the FLOPs per byte a GPU needs to be compute bound. The count is an upper bound, though: the programs working on one head at the
 # same time read the same K and V, so most of those re-reads are served by the L2 cache,
 # not by memory. Flash attention removes the N x N traffic and the memory that would hold
 # it; what it keeps is about ``BLOCK_M`` FLOPs per byte of K and V read, which is why
@@ -360,6 +361,9 @@ for causal in (False, True):
 # the GPU with programs, next to PyTorch's ``scaled_dot_product_attention`` forced onto
 # its FlashAttention-2 and cuDNN backends, timed in the same run. FLOPs count
 # ``4 B H N^2 D`` for every variant (step 2 does more work, for the same result).
+# FlashAttention-2 was written for the GPUs before Hopper: it uses neither the TMA engine
+# nor Hopper's warpgroup matrix instructions, which is why a Triton kernel compiled for
+# Hopper can pass it. cuDNN's kernels use both.
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -415,13 +419,16 @@ for run in ladder:
 # baselines are PyTorch's ``scaled_dot_product_attention`` forced onto its FlashAttention-2
 # backend and onto its cuDNN backend, timed in the same run. FLOPs count
 # ``4 B H N^2 D`` for the forward pass (halved when causal) and 2.5 times that for the
-# backward pass. The ceiling is cuBLAS on one large (8192^3) float16 product, measured
+# backward pass: the forward's two matrix products against the backward's five (our
+# backward kernels compute two of those twice, once for dK and dV and once for dQ, and that
+# extra work is not counted). The ceiling is cuBLAS on one large (8192^3) float16 product, measured
 # in the same run: attention is at best as fast as a plain matrix product.
 #
 # Each call is timed as a program makes it, host included. At the shortest length our
-# backward's host work (autograd, the registered operator, four tensor descriptors and two
-# autotuned launches through Triton's own launch path) can take longer than its kernels, so
-# that point measures partly the host's CPU: ``python benchmarks/launch_overhead.py
+# host work (for the backward: autograd, the registered operator, four tensor descriptors
+# and two autotuned launches through Triton's own launch path) can take longer than the
+# kernels, so that point measures partly the host's CPU, and differs between GPUs whose
+# hosts differ: ``python benchmarks/launch_overhead.py
 # --attention`` times the host alone, and ``benchmarks/report.py`` gives GPU time beside
 # the time as called.
 
