@@ -24,7 +24,7 @@ import torch
 
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import Benchmark, tflop_per_s
-from triton_guide.matmul import matmul_kernel
+from triton_guide.matmul import layout, matmul_kernel, unaligned_runs
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -37,13 +37,19 @@ device = runtime.device()
 # --------------------------
 # ``C = A @ B`` with A of M x K and B of K x N does ``2 M N K`` floating-point operations and
 # must move at least ``(M K + K N + M N)`` elements. For square fp16 matrices the ratio grows
-# with the size: large products are limited by arithmetic, not memory.
+# with the size: large products are limited by arithmetic, not memory. Where the line lies
+# depends on the GPU: its arithmetic rate over its memory bandwidth. Below, an H100-class
+# GPU's round figures (about 600 TFLOP/s of float16 products, about 3 TB/s); the timings
+# further down measure both.
 
 for n in (256, 1024, 4096):
     flops = 2 * n**3
     moved = 2 * (3 * n * n)  # bytes, float16
     print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at "
           f"least, {flops / moved:6.0f} FLOP per byte")
+ridge = 600e12 / 3e12
+print(f"at ~600 TFLOP/s and ~3 TB/s a product needs {ridge:.0f} FLOP per byte to be limited "
+      "by arithmetic")
 
 # %%
 # Step 1: one program per tile of C
@@ -209,6 +215,17 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: tile_pointers
+#
+# What the launcher finds for rows of a few lengths (:func:`~triton_guide.matmul.layout`
+# and :func:`~triton_guide.matmul.unaligned_runs`, on 8 rows of float16 values):
+
+for row_length in (1000, 4093, 4096):
+    rows = torch.empty(8, row_length, device=device, dtype=torch.float16)
+    _, align = layout(rows)
+    starts = sum(r * row_length * rows.element_size() % 16 == 0 for r in range(8))
+    print(f"rows of {row_length} ({row_length * rows.element_size()} bytes): alignment "
+          f"{align:>2} elements, {starts} of 8 rows start on a 16-byte boundary, padded copy "
+          f"for large products: {unaligned_runs(rows)}")
 
 # %%
 # Check against PyTorch
