@@ -309,9 +309,10 @@ print(f"the GPU assumed in the first cell needs {ridge:.0f} FLOP/B to be compute
 # %%
 # Counted this way, flash attention moves between about as many bytes as the naive kernel
 # (64-row query blocks) and half as many (128-row blocks; last column), and both stay below
-# the FLOPs per byte a GPU needs to be compute bound. The count is an upper bound, though: the programs working on one head at the
-# same time read the same K and V, so most of those re-reads are served by the L2 cache,
-# not by memory. Flash attention removes the N x N traffic and the memory that would hold
+# the FLOPs per byte a GPU needs to be compute bound. The count is an upper bound, though:
+# the programs working on one head at the same time read the same K and V, so those
+# re-reads can come from the L2 cache rather than from memory (this page does not measure
+# how many do). Flash attention removes the N x N traffic and the memory that would hold
 # it; what it keeps is about ``BLOCK_M`` FLOPs per byte of K and V read, which is why
 # larger query blocks pay.
 
@@ -511,8 +512,8 @@ benchmark(backward=True, causal=True)
 # * Never normalise per tile: carry ``m``, ``l`` and an unnormalised ``acc`` across tiles
 #   and divide once at the end.
 # * Flash attention never writes the N x N score matrix. It still reads K and V once per
-#   query block, ``2 N^2 d / BLOCK_M`` elements per head, so larger query blocks (and the
-#   L2 cache) are what keep it compute bound.
+#   query block, ``2 N^2 d / BLOCK_M`` elements per head, so larger query blocks (and
+#   re-reads served by the L2 cache) are what raise its FLOPs per byte of memory traffic.
 # * Build a kernel up in steps that each run and are checked: two passes, then one pass,
 #   then the masks, ``exp2`` and autotuning that make it fast.
 # * The backward pass trades memory for arithmetic: recompute ``P`` from the log-sum-exp.
