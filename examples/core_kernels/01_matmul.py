@@ -168,10 +168,16 @@ for num_programs in (9, 18, 27, 36, 45, 81):
 # covers whole groups, and loses when a window covers one group and part of the next
 # (that part starts new rows of A *and* goes back to the first columns of B). On a GPU
 # the window is the number of programs resident at once, one or two per SM for large
-# tiles, and the grid of a large product has thousands of tiles, so windows mostly fall
-# inside groups of ``GROUP_SIZE_M = 8`` tile rows; whether that pays is for the clock to
-# say, in the ladder below.
-#
+# tiles. A group of ``GROUP_SIZE_M = 8`` tile rows of a large product holds more programs
+# than that, so a window lies inside one group or across the edge of two, and the
+# counting above cannot say which wins on average; the clock says, in the ladder below.
+# The ladder's product, in 128 x 128 tiles:
+
+ladder_tiles = 8192 // 128
+print(f"8192^3 in 128 x 128 tiles: {ladder_tiles} x {ladder_tiles} tiles, "
+      f"{8 * ladder_tiles} programs in a group of 8 tile rows")
+
+# %%
 # Step 2 is step 1 with the row-major arithmetic replaced by the helper:
 #
 # .. literalinclude:: /../triton_guide/matmul_steps.py
