@@ -41,6 +41,16 @@ def host_us(fn, calls=2000):
     return host
 
 
+def print_profile(fn, calls, lines):
+    """A cProfile of ``calls`` calls of ``fn``: the ``lines`` functions with most own time."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        fn()
+    profile.disable()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(lines)
+
+
 def main():
     x16 = torch.randn(4096, 512, device="cuda", dtype=torch.float16)
     a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
@@ -62,13 +72,8 @@ def main():
         launch.enabled = True
         print(f"{name:<24} {slow:12.1f} {host_us(fn):8.1f}", flush=True)
     for name in ("softmax 4096x512 fp16", "matmul 512^3 fp16"):
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(500):
-            calls[name]()
-        profile.disable()
         print(f"\n--- {name}: 500 calls with the cached launch, by own time")
-        pstats.Stats(profile).sort_stats("tottime").print_stats(18)
+        print_profile(calls[name], 500, 18)
 
 
 def matmul_shapes():
@@ -99,12 +104,7 @@ def matmul_shapes():
             name = f"{str(dtype)[6:]} {m}x{n}x{k}"
             print(f"{name:<24} {host:12.1f} {through:>11} {kept:>5} {called:18.1f}", flush=True)
             if host > 50:
-                profile = cProfile.Profile()
-                profile.enable()
-                for _ in range(200):
-                    tg.matmul(a, b)
-                profile.disable()
-                pstats.Stats(profile).sort_stats("tottime").print_stats(8)
+                print_profile(lambda: tg.matmul(a, b), 200, 8)
     attention(slow_path)
 
 
@@ -131,13 +131,8 @@ def attention(slow_path=None):
         print(f"{name:<24} {host:12.1f} {through:>11} {'':>5} "
               f"{median_ms(fn):15.3f} ms", flush=True)
     for name, fn in calls.items():
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(100):
-            fn()
-        profile.disable()
         print(f"\n--- {name}: 100 calls, by own time")
-        pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+        print_profile(fn, 100, 14)
 
 
 if __name__ == "__main__":

@@ -152,8 +152,15 @@ def tune_matmul_aligned(shapes, dtypes):
                   f"{results[0][0] / base:5.2f}x | {top3}", flush=True)
 
 
+def _launcher_hints(a, b):
+    """The alignment hints the package's launcher gives for ``a @ b`` (c is contiguous)."""
+    from triton_guide.matmul import alignment, layout
+
+    return dict(A_ALIGN=layout(a)[1], B_ALIGN=layout(b)[1], C_ALIGN=alignment(b.shape[1]))
+
+
 def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
-    from triton_guide.matmul import alignment, layout, matmul_kernel
+    from triton_guide.matmul import matmul_kernel
 
     kernel = matmul_kernel.fn  # the jit function under the autotuner
     print("matmul: best candidate per shape (TFLOP/s), cuBLAS in the same run")
@@ -165,8 +172,7 @@ def tune_matmul(shapes, dtypes, candidates=MATMUL_CANDIDATES):
             c = torch.empty(M, N, device="cuda", dtype=dtype)
             ref = (a.float() @ b.float())
             flops = 2 * M * N * K
-            # the alignment hints the package's launcher gives (a, b and c by rows)
-            aligned = dict(A_ALIGN=layout(a)[1], B_ALIGN=layout(b)[1], C_ALIGN=alignment(N))
+            aligned = _launcher_hints(a, b)
             base = tflop_per_s(flops, median_ms(lambda: a @ b))
             results = []
             for m, n, k, g, s, w in candidates:
@@ -215,8 +221,7 @@ def tune_matmul_picks(shapes, dtypes, repeats=4):
             a, b = pairs[0]
             outs = [torch.empty(M, N, device="cuda", dtype=dtype) for _ in pairs]
             flops = 2 * M * N * K
-            hints = dict(A_ALIGN=matmul_module.layout(a)[1], B_ALIGN=matmul_module.layout(b)[1],
-                         C_ALIGN=matmul_module.alignment(N))
+            hints = _launcher_hints(a, b)
             ref = a.float() @ b.float()
             cublas = matmul_tflop_per_s(torch.matmul, pairs)
             kept = matmul_module.prune_configs(tuner.configs, {"M": M, "N": N, "a_ptr": a})
