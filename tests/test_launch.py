@@ -17,6 +17,7 @@ from triton import knobs
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
 from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import triton_guide as tg
 from triton_guide import launch, runtime
@@ -45,7 +46,18 @@ def _sample_arguments(device):
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         base = torch.zeros(64, dtype=dtype, device=device)
         tensors += [base[offset:] for offset in range(9)]
-    return ints + tensors + [0.5, 1.0, 3.0, True, False, None]
+    descriptors = []
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        base = torch.zeros(2, 3, 64, 32, dtype=dtype, device=device)
+        for block, padding in itertools.product(([1, 1, 1, 32], [1, 1, 16, 32], [1, 1, 64, 32]),
+                                                ("zero", "nan")):
+            descriptors.append(TensorDescriptor(base, list(base.shape), list(base.stride()),
+                                                block, padding=padding))
+        # the same tiles over other sizes (another base, shape and strides): one key
+        rows = torch.zeros(1, 5, 48, 32, dtype=dtype, device=device)
+        descriptors.append(TensorDescriptor(rows, list(rows.shape), [16, 48 * 32, 32, 1],
+                                            [1, 1, 16, 32]))
+    return ints + tensors + descriptors + [0.5, 1.0, 3.0, True, False, None]
 
 
 @pytest.mark.parametrize("backend", _backends(), ids=lambda b: b.__name__)
@@ -57,8 +69,9 @@ def test_argument_key_separates_everything_triton_specialises(backend, device):
         by_key.setdefault(argument_key(arg), set()).add(triton_sees)
     mixed = {key: seen for key, seen in by_key.items() if len(seen) > 1}
     assert not mixed, f"one launch key covers several Triton specialisations: {mixed}"
-    # and the samples reach every case: dtypes x aligned or not, and the integer classes
-    assert len(by_key) >= 6 + 8
+    # and the samples reach every case: dtypes x aligned or not, the integer classes, and
+    # descriptors' dtypes x tiles x padding
+    assert len(by_key) >= 6 + 8 + 18
 
 
 def test_argument_key_refuses_what_it_does_not_know():
@@ -208,10 +221,29 @@ def test_autotuned_kernel_keys_on_tuning_values_and_passes_the_config(monkeypatc
     assert triton_path.compiled[1].launches[0][9:] == (x, 200, 3, 128, False)
 
 
-def test_autotuned_kernel_with_a_pre_hook_always_goes_through_triton(monkeypatch):
+def test_a_configuration_pre_hook_runs_before_every_short_launch(monkeypatch):
+    # Triton's autotuner calls the chosen configuration's pre-hook before each launch (the
+    # attention kernels' sets their descriptors' tiles): the short path must do the same.
     monkeypatch.setattr(launch, "driver", FakeDriver)
-    config = triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=lambda args: None)
+    seen = []
+    config = triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=seen.append)
     kernel = triton.autotune(configs=[config], key=["n"])(JITFunction(_toy))
+    triton_path = FakeTriton(kernel, best_config=config)  # stands in for Triton's own path
+    launcher = FastLauncher(kernel)
+    x = torch.zeros(64)
+    for stride in (3, 5, 7):
+        launcher[(1,)](x, 100, stride)
+    assert len(triton_path.calls) == 1 and len(triton_path.compiled[0].launches) == 2
+    # FakeTriton does not call hooks, so these are the short path's two calls, in order
+    assert [(hook_args["x_ptr"], hook_args["stride"], hook_args["BLOCK"], hook_args["num_warps"])
+            for hook_args in seen] == [(x, 5, 128, 4), (x, 7, 128, 4)]
+
+
+def test_an_autotuner_pre_hook_always_goes_through_triton(monkeypatch):
+    monkeypatch.setattr(launch, "driver", FakeDriver)
+    config = triton.Config({"BLOCK": 128}, num_warps=4)
+    kernel = triton.autotune(configs=[config], key=["n"],
+                             pre_hook=lambda args, reset_only=False: None)(JITFunction(_toy))
     triton_path = FakeTriton(kernel, best_config=config)
     launcher = FastLauncher(kernel)
     for _ in range(3):
@@ -248,6 +280,34 @@ def test_on_the_gpu_repeat_launches_skip_triton_and_stay_right(monkeypatch, chec
               rtol=1e-5)
     keys = {(v.data_ptr() % 16 == 0, v.shape) for v in views}
     assert len(runs) <= len(keys)  # Triton's path once per key at most, never per call
+
+
+@NEEDS_GPU
+def test_on_the_gpu_attention_repeats_skip_triton_and_stay_right(monkeypatch, check):
+    # The attention kernels take tensor descriptors and autotuned configurations with
+    # pre-hooks: after the first call per key, both passes take the short path.
+    from test_attention import run_and_compare
+
+    runs = []
+    original = JITFunction.run
+
+    def counting_run(self, *args, **kwargs):
+        runs.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "run", counting_run)
+    shapes = [(1, 2, 128, 64, torch.float16), (1, 2, 77, 64, torch.float16),
+              (2, 1, 128, 128, torch.bfloat16)]
+    rounds = []
+    for _ in range(3):
+        for causal in (False, True):
+            for *shape, dtype in shapes:
+                q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+                run_and_compare(q, k, v, causal, check, name="attention (cached launch)")
+        rounds.append(len(runs))
+    # The first round tunes and compiles through Triton (every candidate configuration goes
+    # through JITFunction.run); the later rounds must not touch it.
+    assert rounds[0] > 0 and rounds[1:] == [rounds[0], rounds[0]]
 
 
 @NEEDS_GPU

@@ -472,7 +472,7 @@ def attention_forward(
     def grid(meta):
         return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    attention_forward_kernel[grid](
+    fast_launch(attention_forward_kernel)[grid](
         q_desc, k_desc, v_desc, out, lse, heads, seq_len, sm_scale,
         HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
         INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim),
@@ -508,14 +508,14 @@ def attention_backward(
     def dkdv_grid(meta):
         return (cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
 
-    attention_backward_dkdv_kernel[dkdv_grid](
+    fast_launch(attention_backward_dkdv_kernel)[dkdv_grid](
         *descriptors, lse, delta, dk, dv, heads, seq_len, sm_scale, **common,
     )
 
     def dq_grid(meta):
         return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
 
-    attention_backward_dq_kernel[dq_grid](
+    fast_launch(attention_backward_dq_kernel)[dq_grid](
         *descriptors, lse, delta, dq, heads, seq_len, sm_scale, **common,
     )
     return dq, dk, dv

@@ -15,11 +15,12 @@ as usual) and keeps the compiled kernel it returns. The key it is kept under is 
 cheap checks that separate at least every case Triton's own specialisation separates
 (:func:`argument_key`; ``tests/test_launch.py`` checks that against Triton's code), plus
 the values of the constexpr keywords and of the autotuner's key. Later calls with the same
-key hand the arguments straight to the compiled kernel's launcher.
+key hand the arguments straight to the compiled kernel's launcher, after running the chosen
+configuration's pre-hook, if it has one, as the autotuner would.
 
 It steps aside, so that every call takes Triton's own path, under the interpreter, when
 launch hooks are installed (a profiler), for argument types it does not key (numpy
-scalars, tensor descriptors), and for autotuned kernels with pre-hooks.
+scalars), and for autotuners given a ``pre_hook`` of their own.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import torch
 from triton import knobs
 from triton.runtime import Autotuner, JITFunction, driver
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .runtime import interpreting
 
@@ -47,7 +49,8 @@ def argument_key(arg: object) -> object:
     Triton compiles a separate kernel for: each pointer dtype, pointers that are or are not
     16-byte aligned, integers that fit int32 / int64 / only uint64, integers that are or are
     not multiples of 16, and integers equal to 1 (folded in as constants). Floats, bools and
-    ``None`` are specialised by type only.
+    ``None`` are specialised by type only; a tensor descriptor by its dtype and tile shape
+    (its base, shape and strides are filled into the TMA descriptor at every launch).
     """
     kind = type(arg)
     if kind is int:
@@ -56,6 +59,8 @@ def argument_key(arg: object) -> object:
         return (arg.dtype, arg.data_ptr() % 16 == 0)
     if kind is float or kind is bool or arg is None:
         return kind
+    if kind is TensorDescriptor:
+        return (arg.base.dtype, tuple(arg.block_shape), arg.padding)
     raise _Unkeyed(kind)
 
 
@@ -94,7 +99,8 @@ class FastLauncher:
         # The autotuner picks a configuration per value of its key arguments.
         self.tuning_positions = ([self.arg_names.index(name) for name in kernel.keys]
                                  if self.tuned else [])
-        # launch key -> (compiled kernel, the values of the parameters after the positional ones)
+        # launch key -> (compiled kernel, the values of the parameters after the positional
+        # ones, the chosen configuration's pre-hook and its keyword values, or None)
         self.compiled: dict[tuple, tuple] = {}
 
     def __getitem__(self, grid):
@@ -112,9 +118,14 @@ class FastLauncher:
         if entry is None or not _hooks_idle():
             self._launch_through_triton(key, grid, args, kwargs)
             return
-        compiled, tail = entry
-        if callable(grid):
-            grid = grid(dict(zip(self.arg_names, (*args, *tail))))
+        compiled, tail, hook = entry
+        if hook is not None or callable(grid):
+            named = dict(zip(self.arg_names, (*args, *tail)))
+            if hook is not None:
+                pre_hook, config = hook
+                pre_hook({**named, **config})
+            if callable(grid):
+                grid = grid(named)
         compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
                      self.current_stream(device), compiled.function,
                      compiled.packed_metadata, None, None, None, *args, *tail)
@@ -123,16 +134,18 @@ class FastLauncher:
         compiled = self.kernel[grid](*args, **kwargs)
         if hasattr(compiled, "result"):  # a compilation still running in the background
             compiled = compiled.result()
-        config = {}
+        config, hook = {}, None
         if self.tuned:
             best = self.kernel.best_config
-            if best.pre_hook is not None or getattr(self.kernel, "user_defined_pre_hook", True):
-                return  # the hook must run on every launch: never take the short path
+            if getattr(self.kernel, "user_defined_pre_hook", True):
+                return  # a hook the short path does not know how to call: never take it
             config = best.all_kwargs()
+            if best.pre_hook is not None:  # Triton runs it before every launch: so do we
+                hook = (best.pre_hook, config)
         values = {**self.defaults, **{n: v for n, v in config.items() if n in self.arg_names},
                   **kwargs}
         tail = tuple(values[name] for name in self.arg_names[len(args):])
-        self.compiled[key] = (compiled, tail)
+        self.compiled[key] = (compiled, tail, hook)
 
 
 def fast_launch(kernel):
