@@ -433,6 +433,18 @@ ATTENTION_CANDIDATES = {
                   (128, 32, 3, 8), (64, 64, 3, 8), (128, 64, 5, 8), (64, 32, 3, 4)],
 }
 
+# The forward over the grid the official Triton tutorial (06, release 3.6) autotunes on Hopper:
+# BLOCK_M 64-128, BLOCK_N 32-128, 2-4 stages, 4 or 8 warps, no 8 warps below 128 x 128
+# tiles; plus 256-row tiles (ours) and without BLOCK_N > BLOCK_M (our forward's rule), or
+# q and the stages of k and v past an H100's 227 KiB of shared memory (float16).
+FORWARD_GRID = {
+    ("forward", dim): [(m, n, s, w) for m in (64, 128, 256) for n in (32, 64, 128)
+                       for s in (2, 3, 4) for w in (4, 8)
+                       if n <= m and not (m * n < 128 * 128 and w == 8)
+                       and not (m == 256 and w == 4) and 2 * dim * (m + 2 * s * n) <= 227 * 1024]
+    for dim in (64, 128)
+}
+
 ATTENTION_CASES = [  # (dtype, batch, heads, seq, head_dim); each causal and full
     (torch.float16, 16, 32, 1024, 64), (torch.float16, 4, 32, 4096, 64),
     (torch.float16, 1, 32, 16384, 64), (torch.float16, 32, 16, 1024, 128),
@@ -537,7 +549,7 @@ def _compile_jobs(jobs):
     for kind, cfg, dtype, dim, causal in jobs:
         problem = AttentionProblem(dtype, 1, 16, 256, dim, causal)
         try:
-            problem.runner("forward", ATTENTION_CANDIDATES[("forward", dim)][0])()
+            problem.runner("forward", (64, 64, 2, 4))()
             if kind != "forward":
                 problem.preprocess()()
             problem.runner(kind, cfg)()
@@ -546,15 +558,16 @@ def _compile_jobs(jobs):
     torch.cuda.synchronize()
 
 
-def precompile_attention(kinds, workers=12):
+def precompile_attention(kinds, cases=ATTENTION_CASES, candidates=ATTENTION_CANDIDATES,
+                         causals=(False, True), workers=12):
     """Compile every candidate of the kinds to tune in parallel processes before timing
     (compiling is the slow part of a sweep, and Triton's on-disk cache carries the result to
     this process)."""
     import multiprocessing as mp
 
     jobs = sorted({(kind, cfg, dtype, dim, causal)
-                   for dtype, _, _, _, dim in ATTENTION_CASES for causal in (False, True)
-                   for (kind, d), cfgs in ATTENTION_CANDIDATES.items() if d == dim
+                   for dtype, _, _, _, dim in cases for causal in causals
+                   for (kind, d), cfgs in candidates.items() if d == dim
                    and kind in kinds for cfg in cfgs}, key=str)
     chunks = [jobs[i::workers] for i in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
@@ -571,10 +584,11 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
 
     if precompile:
         start = time.time()
-        print(f"compiled {precompile_attention(kinds)} kernels in {time.time() - start:.0f} s",
-              flush=True)
+        compiled = precompile_attention(kinds, cases, candidates, causals)
+        print(f"compiled {compiled} kernels in {time.time() - start:.0f} s", flush=True)
     print("attention: best candidate per kernel (TFLOP/s, ms); cuDNN and flash in the same run")
     ratios = {"forward": [], "backward": []}
+    shares = {}  # (kind, head_dim) -> config -> [best time / its time, one per case]
     for dtype, batch, heads, seq, dim in cases:
         for causal in causals:
             p = AttentionProblem(dtype, batch, heads, seq, dim, causal)
@@ -619,6 +633,9 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
                         results.append((math.inf, cfg, type(e).__name__))
                 results.sort()
                 best[kind] = results[0]
+                for ms, cfg, _ in results:
+                    shares.setdefault((kind, dim), {}).setdefault(cfg, []).append(
+                        results[0][0] / ms)
                 top = "  ".join(f"{ms:7.3f}@{c}{f' {why}' if why else ''}"
                                 for ms, c, why in results[:4])
                 failed = [f"{c} {why}" for ms, c, why in results if why]
@@ -642,6 +659,12 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
                   f"{base['cuDNN bwd'] / bwd:4.2f}x", flush=True)
             del p, q, k, v, ref, ref_out
             torch.cuda.empty_cache()
+    print("each configuration's speed as a share of the best one's, geometric mean over cases:")
+    for (kind, dim), by_config in shares.items():
+        ranked = sorted(((geometric_mean([max(x, 1e-9) for x in v]), min(v), c)
+                         for c, v in by_config.items()), reverse=True)
+        print(f"  {kind} d{dim}: " + "  ".join(f"{c} {g:.3f} (min {lo:.2f})"
+                                               for g, lo, c in ranked))
     for kind, values in ratios.items():
         if not values:
             continue
@@ -656,7 +679,8 @@ def main():
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks",
-                                 "softmax", "attention", "attention_persistent"])
+                                 "softmax", "attention", "attention_persistent",
+                                 "attention_configs"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -705,6 +729,11 @@ def main():
                       ("forward", 64): [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]}
         tune_attention(cases, ("forward", "persistent1", "persistent2"), (False,), candidates,
                        precompile=False)
+    if "attention_configs" in args.what:  # the forward over the official tutorial's grid
+        f16, bf16 = torch.float16, torch.bfloat16
+        cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
+                 (bf16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64)]
+        tune_attention(cases, ("forward",), (False, True), FORWARD_GRID, precompile=True)
     print(f"done in {time.time() - start:.0f} s")
 
 
