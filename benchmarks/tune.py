@@ -19,6 +19,7 @@ from statistics import geometric_mean
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
@@ -490,6 +491,50 @@ def attention_forward_persistent_kernel(
                  acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None])
 
 
+# An experiment, not the package's kernel: the forward over two-dimensional descriptors, the
+# rows of every (batch, head) stacked (batch * heads * seq_len, head_dim), as the official
+# tutorial reads them, with the output stored through a descriptor too. Full attention,
+# seq_len a multiple of BLOCK_M. RESCALE_FIRST scales acc before waiting for v and updates
+# the row sum after the second product (the tutorial's order); otherwise the package's order.
+# ``python benchmarks/tune.py attention_flat``.
+@triton.jit
+def attention_forward_flat_kernel(
+    q_desc, k_desc, v_desc, o_desc, lse_ptr, num_heads, seq_len, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, RESCALE_FIRST: tl.constexpr = False,
+):
+    batch_head = tl.program_id(1)
+    head_row = batch_head * seq_len  # this head's first row in the stacked rows
+    first_row = tl.program_id(0) * BLOCK_M
+    q = q_desc.load([head_row + first_row, 0])
+    qk_scale = sm_scale * LOG2E
+    row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
+    row_sum = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start_n in range(0, seq_len, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([head_row + start_n, 0])
+        scores = tl.dot(q, tl.trans(k))
+        new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
+        probs = tl.math.exp2(scores * qk_scale - new_max[:, None])
+        correction = tl.math.exp2(row_max - new_max)
+        block_sum = tl.sum(probs, axis=1)
+        if RESCALE_FIRST:
+            acc = acc * correction[:, None]
+            v = v_desc.load([head_row + start_n, 0])
+            acc = tl.dot(probs.to(v.dtype), v, acc)
+            row_sum = row_sum * correction + block_sum
+        else:
+            row_sum = row_sum * correction + block_sum
+            v = v_desc.load([head_row + start_n, 0])
+            acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None])
+        row_max = new_max
+    acc = acc / row_sum[:, None]
+    offs_m = first_row + tl.arange(0, BLOCK_M)
+    tl.store(lse_ptr + head_row + offs_m, row_max + tl.math.log2(row_sum))
+    o_desc.store([head_row + first_row, 0], acc.to(o_desc.dtype))
+
+
 class AttentionProblem:
     """Inputs, outputs and the backward's intermediates of one attention case."""
 
@@ -524,6 +569,14 @@ class AttentionProblem:
             meta.update(NUM_TILES_BH=self.batch_heads, FLATTEN=kind.endswith("_flat"))
             return lambda: attention_forward_persistent_kernel[grid](
                 desc["q"], desc["k"], desc["v"], self.out, self.lse, *common, **meta)
+        if kind.startswith("flat"):  # flat[_reordered]: the experiment above
+            def flat(t, rows):
+                return TensorDescriptor(t.view(-1, self.dim), [t.numel() // self.dim, self.dim],
+                                        [self.dim, 1], [rows, self.dim])
+            grid = (triton.cdiv(self.seq, bm), self.batch_heads)
+            descs = (flat(self.q, bm), flat(self.k, bn), flat(self.v, bn), flat(self.out, bm))
+            return lambda: attention_forward_flat_kernel[grid](
+                *descs, self.lse, *common, **meta, RESCALE_FIRST=kind.endswith("_reordered"))
         if kind == "forward":
             grid = (triton.cdiv(self.seq, bm), self.batch_heads)
             return lambda: m.attention_forward_kernel.fn[grid](
@@ -680,7 +733,7 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks",
                                  "softmax", "attention", "attention_persistent",
-                                 "attention_configs"])
+                                 "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -734,6 +787,15 @@ def main():
         cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
                  (bf16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64)]
         tune_attention(cases, ("forward",), (False, True), FORWARD_GRID, precompile=True)
+    if "attention_flat" in args.what:  # the experiment above, full attention only
+        f16, bf16 = torch.float16, torch.bfloat16
+        cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
+                 (f16, 4, 32, 16384, 128), (bf16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64),
+                 (f16, 1, 32, 16384, 64)]
+        candidates = {("forward", 128): [(128, 64, 2, 4), (128, 128, 3, 8)],
+                      ("forward", 64): [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]}
+        tune_attention(cases, ("forward", "flat", "flat_reordered"), (False,), candidates,
+                       precompile=False)
     print(f"done in {time.time() - start:.0f} s")
 
 
