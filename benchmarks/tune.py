@@ -561,12 +561,6 @@ class AttentionProblem:
         meta = dict(HEAD_DIM=self.dim, BLOCK_D=self.dim, CAUSAL=self.causal, BLOCK_M=bm,
                     BLOCK_N=bn, num_stages=stages, num_warps=warps)
         common = (self.heads, self.seq, self.scale)
-        if kind in ("forward", "dq", "forward_masked", "dq_masked"):
-            # <kernel>_masked: the masked loop over a last, partial block of keys compiled in
-            # even where seq_len has none, as before the package's SEQ_DIVISOR
-            masked = kind.endswith("_masked")
-            meta["SEQ_DIVISOR"] = 1 if masked else m._seq_divisor(self.seq)
-            kind = kind.removesuffix("_masked")
         if kind.startswith("persistent"):  # persistent<programs per SM>[_flat]
             per_sm = int(kind[len("persistent"):].split("_")[0])
             sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -609,7 +603,7 @@ def _compile_jobs(jobs):
         problem = AttentionProblem(dtype, 1, 16, 256, dim, causal)
         try:
             problem.runner("forward", (64, 64, 2, 4))()
-            if _family(kind) != "forward":
+            if kind != "forward":
                 problem.preprocess()()
             problem.runner(kind, cfg)()
         except Exception:  # out of shared memory: tune_attention reports it
@@ -625,17 +619,13 @@ def precompile_attention(kinds, cases=ATTENTION_CASES, candidates=ATTENTION_CAND
     import multiprocessing as mp
 
     jobs = sorted({(kind, cfg, dtype, dim, causal)
-                   for dtype, _, _, _, dim in cases for causal in causals for kind in kinds
-                   for cfg in candidates.get((_family(kind), dim), [])}, key=str)
+                   for dtype, _, _, _, dim in cases for causal in causals
+                   for (kind, d), cfgs in candidates.items() if d == dim
+                   and kind in kinds for cfg in cfgs}, key=str)
     chunks = [jobs[i::workers] for i in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
         pool.map(_compile_jobs, chunks)
     return len(jobs)
-
-
-def _family(kind):
-    """The package kernel a kind of run stands for: dkdv, dq, or forward (its variants)."""
-    return kind.split("_")[0] if kind.split("_")[0] in ("dkdv", "dq") else "forward"
 
 
 def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
@@ -675,12 +665,12 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
                         "dkdv": (k.grad.float(), v.grad.float()), "dq": (q.grad.float(),)}
             produced = {"forward": (p.out,), "dkdv": (p.dk, p.dv), "dq": (p.dq,)}
             for kind in kinds:
-                expected.setdefault(kind, expected[_family(kind)])
-                produced.setdefault(kind, produced[_family(kind)])
+                expected.setdefault(kind, expected["forward"])
+                produced.setdefault(kind, produced["forward"])
             best = {}
             for kind in kinds:
                 results = []
-                for cfg in candidates[(_family(kind), dim)]:
+                for cfg in candidates[(kind if kind in ("dkdv", "dq") else "forward", dim)]:
                     run = p.runner(kind, cfg)
                     try:
                         for t in produced[kind]:
@@ -743,8 +733,7 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks",
                                  "softmax", "attention", "attention_persistent",
-                                 "attention_configs", "attention_flat",
-                                 "attention_seq_divisor"])
+                                 "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -798,12 +787,6 @@ def main():
         cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
                  (bf16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64)]
         tune_attention(cases, ("forward",), (False, True), FORWARD_GRID, precompile=True)
-    if "attention_seq_divisor" in args.what:  # the masked loop compiled in or not
-        f16, bf16 = torch.float16, torch.bfloat16
-        cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
-                 (bf16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64), (f16, 1, 32, 16384, 64),
-                 (bf16, 4, 32, 4096, 64)]
-        tune_attention(cases, ("forward", "forward_masked", "dq", "dq_masked"), (False,))
     if "attention_flat" in args.what:  # the experiment above, full attention only
         f16, bf16 = torch.float16, torch.bfloat16
         cases = [(f16, 32, 16, 1024, 128), (f16, 16, 16, 2048, 128), (f16, 2, 16, 16384, 128),
