@@ -166,7 +166,6 @@ def attention_forward_kernel(
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
     INT64_OFFSETS: tl.constexpr = False,  # seq_len * HEAD_DIM can pass 2**31 - 1: use int64
-    SEQ_DIVISOR: tl.constexpr = 1,  # a power of two that divides seq_len (see _seq_divisor)
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
@@ -202,13 +201,12 @@ def attention_forward_kernel(
             acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
             0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
-        if SEQ_DIVISOR % BLOCK_N != 0:
-            # At most one partial block of keys remains past the last full one; the
-            # descriptor reads its missing rows as zeros, which would score 0, so mask them.
-            acc, row_sum, row_max = _forward_block_loop(
-                acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
-                full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
-            )
+        # At most one partial block of keys remains past the last full one; the descriptor
+        # reads its missing rows as zeros, which would score 0, so mask them.
+        acc, row_sum, row_max = _forward_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
+        )
 
     acc = acc / row_sum[:, None]
     if INT64_OFFSETS:
@@ -365,7 +363,6 @@ def attention_backward_dq_kernel(
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
     INT64_OFFSETS: tl.constexpr = False,
-    SEQ_DIVISOR: tl.constexpr = 1,  # as in the forward kernel
 ):
     block_index = tl.program_id(0)
     batch_head = tl.program_id(1)
@@ -401,11 +398,10 @@ def attention_backward_dq_kernel(
             dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
             0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
         )
-        if SEQ_DIVISOR % BLOCK_N != 0:  # a partial block of keys, as in the forward kernel
-            dq = _dq_block_loop(
-                dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
-                full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
-            )
+        dq = _dq_block_loop(
+            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
+        )
 
     if INT64_OFFSETS:
         offs_m = offs_m.to(tl.int64)
@@ -456,15 +452,6 @@ def _descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescrip
     return TensorDescriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
 
 
-def _seq_divisor(seq_len: int) -> int:
-    """The largest power of two, up to MAX_BLOCK, that divides ``seq_len``: the kernels
-    compile their masked loop over a last, partial block of keys only when BLOCK_N does not
-    divide it. Compiled in but not run, that loop still cost the forward kernel registers:
-    at head_dim 128 with (128, 64, 2, 4) it spilled 84 bytes per thread, and none without
-    (ptxas for sm_90a)."""
-    return min(seq_len & -seq_len, MAX_BLOCK)
-
-
 def _needs_int64_rows(seq_len: int, head_dim: int) -> bool:
     """Whether ``row * head_dim`` within one head can pass int32 (the kernels' stores index
     rows up to a block, at most MAX_BLOCK rows, past seq_len)."""
@@ -488,7 +475,7 @@ def attention_forward(
     fast_launch(attention_forward_kernel)[grid](
         q_desc, k_desc, v_desc, out, lse, heads, seq_len, sm_scale,
         HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
-        INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim), SEQ_DIVISOR=_seq_divisor(seq_len),
+        INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim),
     )
     return out, lse
 
@@ -530,7 +517,6 @@ def attention_backward(
 
     fast_launch(attention_backward_dq_kernel)[dq_grid](
         *descriptors, lse, delta, dq, heads, seq_len, sm_scale, **common,
-        SEQ_DIVISOR=_seq_divisor(seq_len),
     )
     return dq, dk, dv
 
