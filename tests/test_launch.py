@@ -223,7 +223,7 @@ def test_autotuned_kernel_keys_on_tuning_values_and_passes_the_config(monkeypatc
 
 def test_a_configuration_pre_hook_runs_before_every_short_launch(monkeypatch):
     # Triton's autotuner calls the chosen configuration's pre-hook before each launch (the
-    # attention kernels' sets their descriptors' tiles): the short path must do the same.
+    # attention kernels' hook sets their descriptors' tiles): the short path must do the same.
     monkeypatch.setattr(launch, "driver", FakeDriver)
     seen = []
     config = triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=seen.append)

@@ -427,11 +427,10 @@ for run in ladder:
 #
 # Each call is timed as a program makes it, host included. At the shortest length our
 # host work (for the backward: autograd, the registered operator, four tensor descriptors
-# and three kernel launches) can take longer than the
-# kernels, so that point measures partly the host's CPU, and differs between GPUs whose
-# hosts differ: ``python benchmarks/launch_overhead.py
-# --attention`` times the host alone, and ``benchmarks/report.py`` gives GPU time beside
-# the time as called.
+# and three kernel launches) can take longer than the kernels, so that point measures
+# partly the host's CPU, and differs between GPUs whose hosts differ:
+# ``python benchmarks/launch_overhead.py --attention`` times the host alone, and
+# ``benchmarks/report.py`` gives GPU time beside the time as called.
 
 lengths = [1024, 2048, 4096, 8192, 16384]
 HEAD_DIM, BATCH, HEADS = 128, 4, 32
