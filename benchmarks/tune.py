@@ -23,6 +23,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
+from triton_guide.matmul import tile_of_program
 from triton_guide.testing import relative_error
 
 # ---------------------------------------------------------------------------------------
@@ -329,6 +330,138 @@ def tune_matmul_layouts(cases):
     geo = geometric_mean(ratios)
     print(f"matmul layouts: geometric mean / cuBLAS {geo:.3f} over {len(ratios)} cases, "
           f"worst {min(ratios):.2f}")
+
+
+@triton.jit
+def matmul_host_tma_kernel(
+    a_desc, b_desc, c_ptr, M, N, K, stride_cm,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    B_COLUMNS: tl.constexpr,  # b_desc is over b.t() (b stored column by column)
+):
+    """The package's kernel with a and b read through host-made tensor descriptors (TMA on
+    Hopper; zeros past every edge, so no masks and no wraps)."""
+    pid_m, pid_n = tile_of_program(tl.program_id(0), M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                                   GROUP_SIZE_M)
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])
+        if B_COLUMNS:
+            b = b_desc.load([pid_n * BLOCK_SIZE_N, k * BLOCK_SIZE_K]).T
+        else:
+            b = b_desc.load([k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
+        accumulator = tl.dot(a, b, accumulator)
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :]
+    tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty),
+             mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+HOST_TMA_CANDIDATES = [
+    _mm_cfg(128, 256, 64, 8, 3, 8), _mm_cfg(256, 128, 64, 8, 3, 8),
+    _mm_cfg(128, 128, 64, 8, 4, 8), _mm_cfg(128, 128, 64, 8, 4, 4),
+    _mm_cfg(128, 128, 64, 8, 3, 4), _mm_cfg(128, 128, 32, 8, 4, 4),
+    _mm_cfg(128, 128, 128, 8, 3, 8), _mm_cfg(64, 128, 128, 8, 3, 4),
+    _mm_cfg(64, 64, 128, 8, 3, 4), _mm_cfg(128, 64, 128, 8, 3, 4),
+]
+
+
+def _host_tma_runner(a, b, c, cfg):
+    """One launch of matmul_host_tma_kernel for a @ b into c; b may be a transposed view."""
+    m, n, k, g, s, w = cfg
+    M, K = a.shape
+    N = b.shape[1]
+    columns = b.stride(0) == 1
+    a_desc = TensorDescriptor.from_tensor(a, [m, k])
+    b_desc = TensorDescriptor.from_tensor(b.t() if columns else b, [n, k] if columns else [k, n])
+    grid = (triton.cdiv(M, m) * triton.cdiv(N, n),)
+
+    def run():
+        matmul_host_tma_kernel[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
+                                     BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k,
+                                     GROUP_SIZE_M=g, B_COLUMNS=columns, num_stages=s,
+                                     num_warps=w)
+        return c
+    return run
+
+
+def _laid_out(x, columns):
+    return x.t().contiguous().t() if columns else x
+
+
+def _row_padded(x, multiple=64):
+    """The same values in a buffer whose rows are padded to ``multiple`` elements (a view)."""
+    rows, cols = x.shape
+    buffer = torch.zeros(rows, triton.cdiv(cols, multiple) * multiple, device=x.device,
+                         dtype=x.dtype)
+    buffer[:, :cols] = x
+    return buffer[:, :cols]
+
+
+def _host_tma_compile(jobs):
+    """Launch each (dtype, M, N, K, layout, cfg) once: fills Triton's on-disk cache."""
+    for dtype, M, N, K, layout, cfg in jobs:
+        a = torch.randn(M, K, device="cuda", dtype=dtype)
+        b = _laid_out(torch.randn(K, N, device="cuda", dtype=dtype), layout[1] == "c")
+        if layout == "padded":
+            a, b = _row_padded(a), _row_padded(b)
+        try:
+            _host_tma_runner(a, b, torch.empty(M, N, device="cuda", dtype=dtype), cfg)()
+        except Exception:  # out of shared memory: the sweep reports it
+            pass
+    torch.cuda.synchronize()
+
+
+def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
+    """The package's matmul (pointer loads, autotuned) against the same tiles read through
+    host-made tensor descriptors (best of ``candidates``) and cuBLAS, all in GPU time on cold
+    inputs. ``cases``: (dtype, M, N, K, layout), layout "rr" (a and b by rows), "rc" (b a
+    transposed view) or "padded" (rows padded to 64 elements, views of the same sizes)."""
+    import multiprocessing as mp
+
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
+    from triton_guide.matmul import matmul
+
+    start = time.time()
+    jobs = [(*case, cfg) for case in cases for cfg in candidates]
+    with mp.get_context("spawn").Pool(workers) as pool:
+        pool.map(_host_tma_compile, [jobs[i::workers] for i in range(workers)])
+    print(f"matmul through host-made descriptors: {len(jobs)} compiled in "
+          f"{time.time() - start:.0f} s; TFLOP/s, GPU time, cold inputs")
+    ratios = {"pointers": [], "descriptors": []}
+    for dtype, M, N, K, layout in cases:
+        pairs = [(a, _laid_out(b, layout[1] == "c")) for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        if layout == "padded":
+            pairs = [(_row_padded(a), _row_padded(b)) for a, b in pairs]
+        ref = pairs[0][0].double() @ pairs[0][1].double()
+        assert relative_error(matmul(*pairs[0]), ref) < 1e-2
+        ours = matmul_tflop_per_s(matmul, pairs)
+        cublas = matmul_tflop_per_s(torch.matmul, pairs)
+        outs = [torch.empty(M, N, device="cuda", dtype=dtype) for _ in pairs]
+        results = []
+        for cfg in candidates:
+            try:
+                runs = [_host_tma_runner(a, b, c, cfg) for (a, b), c in zip(pairs, outs)]
+                err = relative_error(runs[0](), ref)
+                if not err < 1e-2:
+                    results.append((0.0, cfg, f"wrong {err:.1e}"))
+                    continue
+                results.append((tflop_per_s(2 * M * N * K, gpu_ms(runs)), cfg, ""))
+            except Exception as e:  # out of shared memory, say
+                results.append((0.0, cfg, type(e).__name__))
+        results.sort(key=lambda r: -r[0])
+        ratios["pointers"].append(ours / cublas)
+        ratios["descriptors"].append(results[0][0] / cublas)
+        top3 = "  ".join(f"{r:6.1f}@{c[:3]}s{c[4]}w{c[5]}" for r, c, _ in results[:3])
+        print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} {layout:<6} cuBLAS {cublas:6.1f} | "
+              f"pointers {ours:6.1f} ({ours / cublas:4.2f}x) | descriptors {results[0][0]:6.1f} "
+              f"({results[0][0] / cublas:4.2f}x) | {top3}", flush=True)
+        del pairs, outs
+        torch.cuda.empty_cache()
+    for kind, rs in ratios.items():
+        print(f"{kind}: geometric mean / cuBLAS {geometric_mean(rs):.3f} over {len(rs)} cases, "
+              f"worst {min(rs):.2f}")
 
 
 # More configurations than the package tries, for the shapes no listed one serves well.
@@ -731,7 +864,7 @@ def main():
     parser.add_argument("what", nargs="+",
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
-                                 "matmul_layouts", "matmul_picks",
+                                 "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "softmax", "attention", "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
@@ -763,6 +896,15 @@ def main():
         rows = (1, 16, 32, 64, 96, 128, 192, 256)
         tune_matmul_picks([(m, 4096, 4096) for m in rows] + [(128, 12288, 4096),
                           (64, 12288, 4096), (128, 4096, 16384)], (torch.float16, torch.bfloat16))
+    if "matmul_host_tma" in args.what:  # host-made descriptors for a and b
+        f16, bf16 = torch.float16, torch.bfloat16
+        shapes = [(2000, 3000, 1000), (1000, 1000, 1000), (2000, 3000, 4000), (512, 512, 512),
+                  (1024, 1024, 1024), (3072, 3072, 3072), (4096, 4096, 4096),
+                  (8192, 8192, 8192), (4096, 12288, 4096), (128, 4096, 4096)]
+        tune_matmul_host_tma([(f16, *shape, "rr") for shape in shapes]
+                             + [(f16, 2000, 3000, 1000, "padded"), (bf16, 2000, 3000, 1000, "rr"),
+                                (bf16, 3072, 3072, 3072, "rr"), (f16, 1000, 1000, 1000, "rc"),
+                                (f16, 4096, 4096, 4096, "rc"), (f16, 4096, 12288, 4096, "rc")])
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
