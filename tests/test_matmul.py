@@ -132,6 +132,70 @@ def stored(rows, cols, offset, columns, device, dtype):
     return x.t() if columns else x
 
 
+# Products of more than FEW_ROWS rows with b stored by columns read a and b through tensor
+# descriptors when both start on a 16-byte boundary with rows (columns) a multiple of 32
+# bytes apart; everything else goes through pointers. Rows of a are K long (row_bytes),
+# its columns M (rows: 272 x 2 or 4 bytes); b's rows N long (48: 96 or 192 bytes), its
+# columns K.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])  # a, b: by rows or columns
+@pytest.mark.parametrize("rows,row_bytes,offset,readable", [
+    (272, 160, 0, True), (272, 160, 1, False), (272, 144, 0, False), (256, 160, 0, False),
+], ids=["many_rows", "base_off_by_one", "rows_16_bytes_off_32", "few_rows"])
+def test_descriptor_kernel_for_many_rows(rows, row_bytes, offset, readable, layout, dtype,
+                                         device, check, monkeypatch):
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    assert module.FEW_ROWS == 256
+    launched = []
+    real_fast_launch = module.fast_launch
+
+    def spied_fast_launch(kernel):
+        launched.append(kernel)
+        return real_fast_launch(kernel)
+
+    monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
+    n, k = 48, row_bytes // dtype.itemsize
+    a = stored(rows, k, offset, layout[0] == "c", device, dtype)
+    b = stored(k, n, offset, layout[1] == "c", device, dtype)
+    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    descriptors = readable and layout[1] == "c"
+    assert module.reads_through_descriptors(a, b) == descriptors
+    expected_kernel = module.matmul_tma_kernel if descriptors else module.matmul_kernel
+    assert launched == [expected_kernel]
+
+
+def test_descriptor_ready():
+    from triton_guide.matmul import descriptor, descriptor_ready
+
+    x = torch.zeros(4, 16, dtype=torch.float16)
+    assert descriptor_ready(x) and descriptor_ready(x.t())
+    assert descriptor_ready(x[:, :12])  # rows 32 bytes apart, whatever their length
+    assert not descriptor_ready(x[:, 1:])  # starts 2 bytes past a 16-byte boundary
+    assert not descriptor_ready(torch.zeros(4, 12, dtype=torch.float16))  # rows 24 bytes apart
+    assert not descriptor_ready(x[:, ::2])  # no stride of 1
+    rows_of_48_bytes = torch.zeros(4, 24, dtype=torch.float16)
+    assert descriptor_ready(rows_of_48_bytes) and not descriptor_ready(rows_of_48_bytes, 32)
+    # a matrix stored column by column is described through its transpose
+    desc = descriptor(x.t())
+    assert desc.shape == [4, 16] and desc.strides == [16, 1]
+
+
+def test_tile_shapes_follow_the_configuration_and_the_layout():
+    from triton_guide.matmul import _set_tile_shapes, descriptor
+
+    a, b = torch.zeros(64, 32), torch.zeros(32, 48)
+    nargs = {"a_desc": descriptor(a), "b_desc": descriptor(b),
+             "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 32}
+    _set_tile_shapes(nargs)
+    assert nargs["a_desc"].block_shape == [64, 32] and nargs["b_desc"].block_shape == [32, 16]
+    nargs.update(a_desc=descriptor(a.t().contiguous().t()), A_COLUMNS=True,
+                 b_desc=descriptor(b.t().contiguous().t()), B_COLUMNS=True)
+    _set_tile_shapes(nargs)  # descriptors over a.t() and b.t(): K x M and N x K tiles
+    assert nargs["a_desc"].block_shape == [32, 64] and nargs["b_desc"].block_shape == [16, 32]
+
+
 def test_alignment_hint_covers_k_not_only_the_row_stride(device, check):
     # rows 1024 elements apart (16-aligned) but K = 1000: A_ALIGN must be 8, not 16
     a = torch.randn(40, 1024, device=device, dtype=torch.float16)[:, :1000]

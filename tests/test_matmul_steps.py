@@ -9,6 +9,7 @@ from triton_guide import matmul_reference
 from triton_guide.matmul_steps import (
     INTERPRETER_TILE,
     matmul_grouped,
+    matmul_pointer_loads,
     matmul_row_major,
     program_tiles,
 )
@@ -22,6 +23,7 @@ STEPS = [
     pytest.param(lambda a, b: matmul_grouped(a, b, group_size_m=1), id="grouped_1"),
     pytest.param(lambda a, b: matmul_grouped(a, b, group_size_m=3), id="grouped_3"),
     pytest.param(matmul_grouped, id="grouped_8"),
+    pytest.param(matmul_pointer_loads, id="pointer_loads"),
 ]
 
 # (M, N, K)
@@ -52,6 +54,26 @@ def test_step_reads_non_contiguous_inputs(step, device, check):
     expected = matmul_reference(a.double(), b.double())
     rtol = tolerance(torch.float32, tensor_cores=True)
     check("matmul steps", step(a, b), expected, rtol=rtol)
+
+
+def test_pointer_loads_read_b_by_columns_through_the_pointer_kernel(device, check,
+                                                                  monkeypatch):
+    # The shape and layout for which triton_guide.matmul reads through descriptors.
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    launched = []
+    real_fast_launch = module.fast_launch
+    monkeypatch.setattr(module, "fast_launch",
+                        lambda kernel: launched.append(kernel) or real_fast_launch(kernel))
+    a = torch.randn(272, 80, device=device)
+    b = torch.randn(48, 80, device=device).t()
+    assert module.reads_through_descriptors(a, b)
+    expected = matmul_reference(a.double(), b.double())
+    rtol = tolerance(torch.float32, tensor_cores=True)
+    check("matmul steps", matmul_pointer_loads(a, b), expected, rtol=rtol)
+    check("matmul steps", module.matmul(a, b), expected, rtol=rtol)
+    assert launched == [module.matmul_kernel, module.matmul_tma_kernel]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,11 @@ Each program computes one ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of the output, wa
 K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are numbered so
 that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``.
+
+Two kernels do this: :func:`matmul_kernel` loads its tiles through pointers;
+:func:`matmul_tma_kernel` through tensor descriptors (one TMA copy per tile on Hopper), for
+products of more than ``FEW_ROWS`` rows whose ``b`` is stored column by column (see
+:func:`reads_through_descriptors`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
+from triton.tools.tensor_descriptor import TensorDescriptor
+
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import through_operator
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
@@ -23,9 +30,18 @@ def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
-def _config(m: int, n: int, k: int, group: int, stages: int, warps: int) -> triton.Config:
+def _set_tile_shapes(nargs):
+    """Before each launch of :func:`matmul_tma_kernel`: make the descriptors' tiles match the
+    configuration's blocks (a descriptor over a matrix stored by columns reads it transposed)."""
+    m, n, k = (nargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
+    nargs["a_desc"].block_shape = [k, m] if nargs.get("A_COLUMNS") else [m, k]
+    nargs["b_desc"].block_shape = [n, k] if nargs.get("B_COLUMNS") else [k, n]
+
+
+def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
+            pre_hook=None) -> triton.Config:
     meta = {"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": group}
-    return triton.Config(meta, num_stages=stages, num_warps=warps)
+    return triton.Config(meta, num_stages=stages, num_warps=warps, pre_hook=pre_hook)
 
 
 # Tiles of at least this many outputs are "large": they suit products with enough of them
@@ -33,34 +49,36 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int) -> trit
 LARGE_TILE = 128 * 128
 
 
-def matmul_configs() -> list[triton.Config]:
-    """The tile shapes the autotuner tries: several on a GPU, one under the interpreter."""
+def matmul_configs(pre_hook=None) -> list[triton.Config]:
+    """The tile shapes the autotuner tries: several on a GPU, one under the interpreter;
+    each with ``pre_hook`` (the descriptor kernel's, which sets the tile shapes)."""
     if interpreting():
         # The interpreter runs one numpy matmul per tile; there is nothing to tune.
-        return [_config(32, 32, 32, 4, 1, 4)]
-    return [
+        return [_config(32, 32, 32, 4, 1, 4, pre_hook)]
+    configs = [
         # large tiles, for products of thousands of rows and columns
-        _config(128, 256, 64, 8, 3, 8),
-        _config(256, 128, 64, 8, 3, 8),
-        _config(128, 128, 64, 8, 4, 8),
-        _config(128, 128, 64, 8, 4, 4),
-        _config(128, 128, 64, 8, 5, 4),
-        _config(128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
+        (128, 256, 64, 8, 3, 8),
+        (256, 128, 64, 8, 3, 8),
+        (128, 128, 64, 8, 4, 8),
+        (128, 128, 64, 8, 4, 4),
+        (128, 128, 64, 8, 5, 4),
+        (128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
         # smaller tiles with a longer K step, for products too small to fill the GPU with
         # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
-        _config(64, 128, 128, 8, 3, 4),
-        _config(64, 64, 128, 8, 3, 4),
-        _config(64, 64, 64, 8, 4, 4),
-        _config(32, 128, 128, 8, 4, 4),
-        _config(64, 32, 128, 8, 4, 4),
-        _config(16, 64, 256, 1, 3, 4),
-        _config(16, 128, 128, 1, 4, 4),
+        (64, 128, 128, 8, 3, 4),
+        (64, 64, 128, 8, 3, 4),
+        (64, 64, 64, 8, 4, 4),
+        (32, 128, 128, 8, 4, 4),
+        (64, 32, 128, 8, 4, 4),
+        (16, 64, 256, 1, 3, 4),
+        (16, 128, 128, 1, 4, 4),
         # narrow tiles as tall as the product, so a few rows still make ~128 programs that
         # each read their own columns of b once: 128-256 rows, and 1-16 (decoding)
-        _config(128, 32, 128, 8, 4, 4),
-        _config(128, 64, 128, 8, 3, 4),
-        _config(16, 32, 256, 1, 4, 4),
+        (128, 32, 128, 8, 4, 4),
+        (128, 64, 128, 8, 3, 4),
+        (16, 32, 256, 1, 4, 4),
     ]
+    return [_config(*config, pre_hook=pre_hook) for config in configs]
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -75,7 +93,8 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     """
     M, N = named_args["M"], named_args["N"]
     properties = torch.cuda.get_device_properties(torch.cuda.current_device())
-    item_size = named_args["a_ptr"].element_size()
+    a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
+    item_size = a.element_size()
 
     def staged_bytes(c):  # num_stages copies of an a tile and a b tile
         m, n, k = (c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
@@ -225,8 +244,18 @@ def matmul_kernel(
         accumulator = tl.dot(a, b, accumulator)
         a_ptrs += step_ak
         b_ptrs += step_bk
-    c = accumulator.to(c_ptr.dtype.element_ty)
+    store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
+
+@triton.jit
+def store_output_tile(
+    c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+    C_ALIGN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Write tile ``(pid_m, pid_n)`` of c in c's dtype, leaving out the part past the edges
+    (c's rows start a multiple of ``C_ALIGN`` elements apart)."""
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     if INT64_OFFSETS:
@@ -236,7 +265,54 @@ def matmul_kernel(
     offs_cn = tl.max_contiguous(tl.multiple_of(offs_cn, C_ALIGN), C_ALIGN)
     c_ptrs = c_ptr + c_rows[:, None] + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, c, mask=c_mask)
+    tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def descriptor_tile(desc, row, col, COLUMNS: tl.constexpr):
+    """The tile of x whose top-left element is ``(row, col)``, through the descriptor
+    ``desc``: over x itself, or with COLUMNS (x stored column by column) over ``x.t()``,
+    whose tile comes back transposed."""
+    # One return: Triton 3.6 type-checks both returns of an `if` on a constexpr.
+    if COLUMNS:
+        tile = desc.load([col, row]).T
+    else:
+        tile = desc.load([row, col])
+    return tile
+
+
+@triton.autotune(configs=matmul_configs(pre_hook=_set_tile_shapes),
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS"],
+                 prune_configs_by={"early_config_prune": prune_configs})
+@triton.jit
+def matmul_tma_kernel(
+    a_desc, b_desc,  # tensor descriptors over a and b (over a.t() with A_COLUMNS, b.t() ...)
+    c_ptr,
+    M, N, K,
+    stride_cm, stride_cn,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    C_ALIGN: tl.constexpr = 1,  # as in matmul_kernel
+    A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
+    B_COLUMNS: tl.constexpr = False,  # the same for b
+    INT64_OFFSETS: tl.constexpr = False,  # c's offsets can pass 2**31 - 1
+):
+    # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches a
+    # whole tile into shared memory, and returns zeros past every edge of a and b, so there
+    # is no pointer arithmetic, no mask and no wrap.
+    program_id = tl.program_id(axis=0)
+    pid_m, pid_n = tile_of_program(
+        program_id, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M
+    )
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = descriptor_tile(a_desc, pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K, A_COLUMNS)
+        b = descriptor_tile(b_desc, k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N, B_COLUMNS)
+        accumulator = tl.dot(a, b, accumulator)
+    store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -260,21 +336,79 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     N = b.shape[1]
     if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
         a, b = aligned_copies(a, b)
-        K = a.shape[1]
+    return product(a, b, descriptors=reads_through_descriptors(a, b))
+
+
+def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor:
+    """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which
+    :func:`descriptor_ready` must allow) or :func:`matmul_kernel`, for inputs
+    :func:`matmul` has checked: the launch, without the choice of kernel."""
+    M, K = a.shape
+    N = b.shape[1]
     (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
 
     def grid(meta):
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
 
-    fast_launch(matmul_kernel)[grid](
-        a, b, c, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        A_COLUMNS=a_columns, A_ALIGN=a_align, B_COLUMNS=b_columns, B_ALIGN=b_align,
-        C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
-        INT64_OFFSETS=needs_int64_offsets(a, b, c),
-    )
+    common = dict(C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
+                  A_COLUMNS=a_columns, B_COLUMNS=b_columns,
+                  INT64_OFFSETS=needs_int64_offsets(a, b, c))
+    if descriptors:
+        fast_launch(matmul_tma_kernel)[grid](
+            descriptor(a), descriptor(b), c, M, N, K, c.stride(0), c.stride(1), **common)
+    else:
+        fast_launch(matmul_kernel)[grid](
+            a, b, c, M, N, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            A_ALIGN=a_align, B_ALIGN=b_align, **common)
     return c
+
+
+def reads_through_descriptors(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether :func:`matmul` runs :func:`matmul_tma_kernel` for ``a @ b``: when ``b`` is
+    stored column by column (``w.t()`` in ``x @ w.t()``, the copies of
+    :func:`aligned_copies`), a has more than ``FEW_ROWS`` rows, and a descriptor can read
+    both with every row (column) starting on a 32-byte boundary.
+
+    Measured on the H100 against cuBLAS (``benchmarks/tune.py matmul_host_tma`` and
+    ``matmul_layouts``, benchmarks/NOTES.md): with b stored by columns, the pointer kernel
+    ran 0.73-0.80x at 4096^3 and 4096 x 12288 x 4096, descriptors 0.95-1.03x. With b
+    stored by rows the two tied at large sizes. Rows 2000 bytes long (1000 float16 values)
+    start every other one 16 bytes off a 32-byte boundary, and through descriptors they
+    were slower still than through pointers: 1000^3 with b by columns 0.56x against 0.75x.
+    """
+    return (layout(b)[0] and a.shape[0] > FEW_ROWS
+            and descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR))
+
+
+# Products of this many rows or fewer keep the pointer kernel and its narrow tiles: with
+# b stored by rows, descriptors ran 128 x 4096 x 4096 at 0.73x cuBLAS, the pointer kernel
+# at 0.87x (not measured with b stored by columns).
+FEW_ROWS = 256
+
+# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes;
+# the GPU's memory moves 32-byte sectors.
+TMA_ALIGNMENT, SECTOR = 16, 32
+
+
+def descriptor_ready(x: torch.Tensor, row_multiple: int = TMA_ALIGNMENT) -> bool:
+    """True when a tensor descriptor can read the matrix ``x``: stored row by row or column
+    by column, from a 16-byte boundary, with rows (columns) a multiple of ``row_multiple``
+    bytes apart."""
+    columns, _ = layout(x)
+    stride = x.stride(1) if columns else x.stride(0)
+    inner = x.stride(0) if columns else x.stride(1)
+    return (inner == 1 and stride > 0 and x.data_ptr() % TMA_ALIGNMENT == 0
+            and stride * x.element_size() % row_multiple == 0)
+
+
+def descriptor(x: torch.Tensor) -> TensorDescriptor:
+    """A tensor descriptor over ``x`` (over ``x.t()`` if x is stored column by column), with
+    a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
+    if layout(x)[0]:
+        x = x.t()
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:

@@ -6,7 +6,11 @@ up one idea at a time, each step a kernel that runs and is tested.
 2. :func:`matmul_grouped`: the same, with programs numbered in groups of tile rows
    (:func:`triton_guide.matmul.tile_of_program`) so that programs running together share
    input tiles in L2.
-3. :func:`triton_guide.matmul`: tile shapes chosen by ``triton.autotune``.
+3. :func:`matmul_pointer_loads`: tile shapes chosen by ``triton.autotune``, and the
+   launcher's alignment hints: :func:`triton_guide.matmul.matmul_kernel`.
+4. :func:`triton_guide.matmul`: the same, except that for products whose ``b`` is stored
+   column by column it reads the tiles through tensor descriptors
+   (:func:`triton_guide.matmul.matmul_tma_kernel`).
 
 :func:`program_tiles` runs the grouped-order helper on its own, to show which tile each
 program computes.
@@ -18,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .matmul import tile_of_program
+from .matmul import product, tile_of_program
 from .runtime import device, interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -124,7 +128,7 @@ FIXED_LAUNCH = {"num_warps": 4, "num_stages": 4}
 INTERPRETER_TILE = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
 
 
-def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
+def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
     check_tensor("a", a, ndim=2)
     check_tensor("b", b, ndim=2)
     check_same_dtype("a", a, "b", b)
@@ -133,6 +137,10 @@ def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
             f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns "
             f"({a.shape[1]}) must equal b's rows ({b.shape[0]})"
         )
+
+
+def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
+    _check_pair(a, b)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -161,6 +169,17 @@ def matmul_grouped(
     if not isinstance(group_size_m, int) or group_size_m < 1:
         raise ValueError(f"group_size_m must be a positive int, got {group_size_m!r}")
     return _launch(matmul_grouped_kernel, a, b, GROUP_SIZE_M=group_size_m)
+
+
+def matmul_pointer_loads(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Step 3: :func:`triton_guide.matmul` with every tile read through pointers
+    (:func:`triton_guide.matmul.matmul_kernel`), whatever the layout of ``b``.
+
+    Like steps 1 and 2 it does not record for autograd, and rows that are not a multiple
+    of 16 bytes long are read as they are, never copied first.
+    """
+    _check_pair(a, b)
+    return product(a, b, descriptors=False)
 
 
 def program_tiles(
