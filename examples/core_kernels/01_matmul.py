@@ -4,7 +4,7 @@ Matrix multiplication: tiles, tl.dot and the K loop
 
 A matrix product does far more arithmetic than it moves bytes, so unlike the previous pages
 it can be bound by the tensor cores rather than by memory, if each tile of input is reused
-enough. This page builds the tiled GEMM of ``triton_guide/matmul.py`` in three steps, each
+enough. This page builds the tiled GEMM of ``triton_guide/matmul.py`` in four steps, each
 one a kernel that runs, is checked against PyTorch and, on a GPU, is timed against cuBLAS.
 
 You will learn:
@@ -14,6 +14,8 @@ You will learn:
 * grouped program ordering, when it helps the L2 cache and when it does not (step 2), with
   a picture drawn by the kernel's own program-to-tile helper;
 * autotuning tile sizes with ``triton.autotune`` (step 3);
+* reading tiles through tensor descriptors, Hopper's TMA copies, where B is stored column
+  by column (step 4);
 * what each step buys, as a fraction of cuBLAS, and TFLOP/s against size.
 """
 
@@ -24,7 +26,9 @@ import torch
 
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import Benchmark, tflop_per_s
-from triton_guide.matmul import layout, matmul_kernel, unaligned_runs
+from triton_guide.matmul import (
+    SECTOR, descriptor_ready, layout, matmul_kernel, reads_through_descriptors,
+    unaligned_runs)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -79,6 +83,7 @@ print(f"at ~600 TFLOP/s and ~3 TB/s a product needs {ridge:.0f} FLOP per byte to
 from triton_guide.matmul_steps import (  # noqa: E402
     FIXED_TILE,
     matmul_grouped,
+    matmul_pointer_loads,
     matmul_row_major,
     program_tiles,
 )
@@ -188,7 +193,7 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # %%
 # Step 3: autotuned tile shapes
 # -----------------------------
-# The production kernel in ``triton_guide/matmul.py`` is step 2 with four changes:
+# The pointer kernel in ``triton_guide/matmul.py`` is step 2 with four changes:
 #
 # * Its tile shape, group size, number of warps and pipeline stages come from
 #   ``triton.autotune`` (next cells).
@@ -267,6 +272,61 @@ for config in matmul_kernel.configs:
 print("chosen:", matmul_kernel.best_config)
 
 # %%
+# Step 4: tensor descriptors where B is stored by columns
+# -------------------------------------------------------
+# ``x @ w.t()`` in a linear layer, and two of the three products in its backward pass,
+# multiply by a matrix stored column by column. Step 3 reads such a B correctly (the
+# ``B_COLUMNS`` hint above) but well below cuBLAS's rate: the ladder below measures it. So
+# for those products :func:`~triton_guide.matmul.matmul` runs a second kernel, the same loop
+# with its tiles read through *tensor descriptors*. The launcher builds one on the host for
+# each matrix (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the
+# shape, the strides, the tile shape) and the kernel asks for a tile by the coordinates of
+# its corner, ``desc.load([row, col])``. On Hopper that is one TMA instruction: a copy
+# engine moves the whole tile into shared memory, and returns zeros past the edges, so
+# there are no offsets to compute and no masks or wraps. A matrix stored by columns is
+# described as its transpose, whose rows are its columns, and ``.T`` turns each tile back:
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: descriptor_tile
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: matmul_tma_kernel
+#
+# The descriptor's tile shape has to match the configuration the autotuner is trying, so
+# each configuration carries a pre-hook that sets it (``_set_tile_shapes`` in
+# ``triton_guide/matmul.py``, the same arrangement as the attention kernels'). Not every
+# product takes this path. TMA needs the base and the row stride to be multiples of 16
+# bytes; with B stored by rows, descriptors and pointers ran level on the H100; and rows
+# that start half-way into a 32-byte sector, as every other row of 1000 float16 values
+# does, came slower through descriptors than through pointers. Few-row products keep their
+# narrow tiles. The launcher's rule, and what it decides for a few products:
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: reads_through_descriptors
+
+for m, n, k in [(4096, 4096, 4096), (1000, 1000, 1000), (128, 4096, 4096)]:
+    a = torch.empty(m, k, device=device, dtype=torch.float16)
+    for name, b in (("by rows", torch.empty(k, n, device=device, dtype=torch.float16)),
+                    ("by columns", torch.empty(n, k, device=device, dtype=torch.float16).t())):
+        path = "descriptors" if reads_through_descriptors(a, b) else "pointers"
+        sectors = descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR)
+        b_runs = f"columns {k * 2}" if name == "by columns" else f"rows {n * 2}"
+        print(f"{m:>4} x {n} x {k:<4} B {name:<10}: {path:<11} (A's rows {k * 2} bytes "
+              f"apart, B's {b_runs}; every one starts on a 32-byte boundary: {sectors})")
+
+# %%
+# Checked against float64 with B stored by columns, at odd sizes whose rows are multiples
+# of 32 bytes (so that step 4 takes its descriptors) and at the page's other shapes:
+
+for m, n, k in [runtime.pick(interpreter=(272, 48, 80), gpu=(4112, 4080, 1040))] + step_shapes:
+    a = torch.randn(m, k, device=device, dtype=torch.float16)
+    b = torch.randn(n, k, device=device, dtype=torch.float16).t()
+    error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
+                         rtol=tolerance(torch.float16, tensor_cores=True))
+    print(f"step 4: M={m:<5} N={n:<5} K={k:<5} float16, B by columns, relative error "
+          f"{error:.1e}")
+
+# %%
 # What each step buys
 # -------------------
 # Every step, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
@@ -277,15 +337,17 @@ ladder_n = 8192
 steps = {
     "step 1 row-major": matmul_row_major,
     "step 2 grouped": matmul_grouped,
-    "step 3 autotuned": matmul,
+    "step 3 autotuned": matmul_pointer_loads,
     "cuBLAS": matmul_reference,
 }
 
 
-def prepared(fn):
+def prepared(fn, b_by_columns=False):
     def prepare(size):
         a = torch.randn(size, size, device=device, dtype=torch.float16)
         b = torch.randn(size, size, device=device, dtype=torch.float16)
+        if b_by_columns:
+            b = b.t()
         fn(a, b)  # compile and autotune outside the timed region
         return lambda: fn(a, b)
     return prepare
@@ -304,6 +366,27 @@ for run in ladder:
     for name in steps:
         fraction = run[name][0] / run["cuBLAS"][0]
         print(f"  {name:<18} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
+
+# %%
+# Step 4 changes nothing for that product, whose B is stored by rows. With B stored by
+# columns (the same sizes, ``b.t()`` of a square matrix), step 3 and step 4 against cuBLAS
+# on the same product:
+
+column_steps = {
+    "step 3 pointer loads": matmul_pointer_loads,
+    "step 4 descriptors": matmul,
+    "cuBLAS": matmul_reference,
+}
+column_ladder = bench.sweep(
+    "steps ladder, b by columns", [ladder_n],
+    {name: prepared(fn, b_by_columns=True) for name, fn in column_steps.items()},
+    lambda size, ms: tflop_per_s(2 * size**3, ms), label="n", unit="TFLOP/s",
+    ceiling="gemm_fp16", xlabel="n (float16, b stored by columns)")
+for run in column_ladder:
+    print(run.gpu)
+    for name in column_steps:
+        fraction = run[name][0] / run["cuBLAS"][0]
+        print(f"  {name:<20} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
 
 # %%
 # Performance
@@ -395,9 +478,12 @@ for run in results:
 #   only when the programs running together fall inside a group.
 # * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
 #   run.
+# * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic; whether they beat
+#   pointer loads depends on the layout, so measure per layout and keep a rule.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
 # :func:`triton_guide.matmul_steps.matmul_grouped`,
+# :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.
