@@ -133,17 +133,19 @@ def stored(rows, cols, offset, columns, device, dtype):
 
 
 # Products of more than FEW_ROWS rows with b stored by columns read a and b through tensor
-# descriptors when both start on a 16-byte boundary with rows (columns) a multiple of 32
-# bytes apart; everything else goes through pointers. Rows of a are K long (row_bytes),
-# its columns M (rows: 272 x 2 or 4 bytes); b's rows N long (48: 96 or 192 bytes), its
-# columns K.
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+# descriptors when every row (column) of both starts on a 32-byte boundary; everything else
+# goes through pointers. Rows of a are K long (row_bytes), its columns M (rows: 272 x 2 or
+# 4 bytes); b's rows N long (48: 96 or 192 bytes), its columns K. An offset of 16 bytes
+# keeps a matrix readable by TMA but starts every row off a 32-byte boundary.
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])  # a, b: by rows or columns
-@pytest.mark.parametrize("rows,row_bytes,offset,readable", [
-    (272, 160, 0, True), (272, 160, 1, False), (272, 144, 0, False), (256, 160, 0, False),
-], ids=["many_rows", "base_off_by_one", "rows_16_bytes_off_32", "few_rows"])
-def test_descriptor_kernel_for_many_rows(rows, row_bytes, offset, readable, layout, dtype,
-                                         device, check, monkeypatch):
+@pytest.mark.parametrize("rows,row_bytes,a_offset,b_offset,readable", [
+    (272, 160, 0, 0, True), (272, 160, 4, 0, False), (272, 160, 0, 4, False),
+    (272, 160, 16, 0, False), (272, 144, 0, 0, False), (256, 160, 0, 0, False),
+], ids=["many_rows", "a_base_off_by_4_bytes", "b_base_off_by_4_bytes", "a_base_off_by_16_bytes",
+        "rows_16_bytes_off_32", "few_rows"])
+def test_descriptor_kernel_for_many_rows(rows, row_bytes, a_offset, b_offset, readable, layout,
+                                         dtype, device, check, monkeypatch):
     import importlib
 
     module = importlib.import_module("triton_guide.matmul")
@@ -157,8 +159,8 @@ def test_descriptor_kernel_for_many_rows(rows, row_bytes, offset, readable, layo
 
     monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
     n, k = 48, row_bytes // dtype.itemsize
-    a = stored(rows, k, offset, layout[0] == "c", device, dtype)
-    b = stored(k, n, offset, layout[1] == "c", device, dtype)
+    a = stored(rows, k, a_offset // dtype.itemsize, layout[0] == "c", device, dtype)
+    b = stored(k, n, b_offset // dtype.itemsize, layout[1] == "c", device, dtype)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
     descriptors = readable and layout[1] == "c"
     assert module.reads_through_descriptors(a, b) == descriptors
@@ -175,11 +177,26 @@ def test_descriptor_ready():
     assert not descriptor_ready(x[:, 1:])  # starts 2 bytes past a 16-byte boundary
     assert not descriptor_ready(torch.zeros(4, 12, dtype=torch.float16))  # rows 24 bytes apart
     assert not descriptor_ready(x[:, ::2])  # no stride of 1
+    assert not descriptor_ready(torch.zeros(1, 16, dtype=torch.float16).expand(4, 16))
     rows_of_48_bytes = torch.zeros(4, 24, dtype=torch.float16)
     assert descriptor_ready(rows_of_48_bytes) and not descriptor_ready(rows_of_48_bytes, 32)
+    rows_16_bytes_in = torch.zeros(4, 40, dtype=torch.float16)[:, 8:]  # rows 80 bytes apart
+    assert descriptor_ready(rows_16_bytes_in) and not descriptor_ready(rows_16_bytes_in, 32)
     # a matrix stored column by column is described through its transpose
     desc = descriptor(x.t())
     assert desc.shape == [4, 16] and desc.strides == [16, 1]
+
+
+@pytest.mark.parametrize("capability,descriptors", [((8, 0), False), ((9, 0), True)],
+                         ids=["ampere", "hopper"])
+def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeypatch):
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    monkeypatch.setattr(module, "interpreting", lambda: False)
+    monkeypatch.setattr(module.torch.cuda, "get_device_capability", lambda device: capability)
+    a, b = torch.zeros(272, 80), torch.zeros(48, 80).t()
+    assert module.reads_through_descriptors(a, b) == descriptors
 
 
 def test_tile_shapes_follow_the_configuration_and_the_layout():

@@ -56,6 +56,14 @@ def test_step_reads_non_contiguous_inputs(step, device, check):
     check("matmul steps", step(a, b), expected, rtol=rtol)
 
 
+@pytest.mark.parametrize("step", STEPS)
+def test_step_resolves_negative_bit_views(step, device, check):
+    a = torch.randn(20, 30, device=device)._neg_view()
+    b = torch.randn(30, 10, device=device)
+    expected = matmul_reference(a.resolve_neg().double(), b.double())
+    check("matmul steps", step(a, b), expected, rtol=tolerance(torch.float32, tensor_cores=True))
+
+
 def test_pointer_loads_read_b_by_columns_through_the_pointer_kernel(device, check,
                                                                   monkeypatch):
     # The shape and layout for which triton_guide.matmul reads through descriptors.

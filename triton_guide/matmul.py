@@ -6,8 +6,8 @@ that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``.
 
 Two kernels do this: :func:`matmul_kernel` loads its tiles through pointers;
-:func:`matmul_tma_kernel` through tensor descriptors (one TMA copy per tile on Hopper), for
-products of more than ``FEW_ROWS`` rows whose ``b`` is stored column by column (see
+:func:`matmul_tma_kernel` through tensor descriptors (on Hopper, TMA copies of whole tiles),
+for products of more than ``FEW_ROWS`` rows whose ``b`` is stored column by column (see
 :func:`reads_through_descriptors`).
 """
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-
-from .runtime import interpreting
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import through_operator
+from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
 
@@ -297,10 +296,10 @@ def matmul_tma_kernel(
     C_ALIGN: tl.constexpr = 1,  # as in matmul_kernel
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
-    INT64_OFFSETS: tl.constexpr = False,  # c's offsets can pass 2**31 - 1
+    INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1 (only c's are computed)
 ):
-    # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches a
-    # whole tile into shared memory, and returns zeros past every edge of a and b, so there
+    # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches
+    # whole tiles into shared memory, and returns zeros past every edge of a and b, so there
     # is no pointer arithmetic, no mask and no wrap.
     program_id = tl.program_id(axis=0)
     pid_m, pid_n = tile_of_program(
@@ -332,11 +331,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         )
     if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
         return _matmul_op(a, b)
-    M, K = a.shape
-    N = b.shape[1]
-    if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
-        a, b = aligned_copies(a, b)
+    a, b = aligned_if_worth_it(a, b)
     return product(a, b, descriptors=reads_through_descriptors(a, b))
+
+
+def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` as they are, or their :func:`aligned_copies` when rows the kernels
+    cannot read 16 bytes at a time would cost more than the copies (``COPY_MIN_FLOPS``)."""
+    (M, K), N = a.shape, b.shape[1]
+    if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
+        return aligned_copies(a, b)
+    return a, b
 
 
 def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor:
@@ -366,25 +371,26 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
 
 
 def reads_through_descriptors(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether :func:`matmul` runs :func:`matmul_tma_kernel` for ``a @ b``: when ``b`` is
-    stored column by column (``w.t()`` in ``x @ w.t()``, the copies of
-    :func:`aligned_copies`), a has more than ``FEW_ROWS`` rows, and a descriptor can read
-    both with every row (column) starting on a 32-byte boundary.
-
-    Measured on the H100 against cuBLAS (``benchmarks/tune.py matmul_host_tma`` and
-    ``matmul_layouts``, benchmarks/NOTES.md): with b stored by columns, the pointer kernel
-    ran 0.73-0.80x at 4096^3 and 4096 x 12288 x 4096, descriptors 0.95-1.03x. With b
-    stored by rows the two tied at large sizes. Rows 2000 bytes long (1000 float16 values)
-    start every other one 16 bytes off a 32-byte boundary, and through descriptors they
-    were slower still than through pointers: 1000^3 with b by columns 0.56x against 0.75x.
+    """Whether :func:`matmul` runs :func:`matmul_tma_kernel` for ``a @ b``: on a GPU with
+    TMA (Hopper or later; the interpreter too), when ``b`` is stored column by column
+    (``w.t()`` in ``x @ w.t()``, the copies of :func:`aligned_copies`), ``a`` has more than
+    ``FEW_ROWS`` rows, and every row (column) of both starts on a 32-byte boundary.
+    The measurements behind each condition are in benchmarks/NOTES.md (eleventh session).
     """
     return (layout(b)[0] and a.shape[0] > FEW_ROWS
-            and descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR))
+            and descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR)
+            and has_tma(a.device))
 
 
-# Products of this many rows or fewer keep the pointer kernel and its narrow tiles: with
-# b stored by rows, descriptors ran 128 x 4096 x 4096 at 0.73x cuBLAS, the pointer kernel
-# at 0.87x (not measured with b stored by columns).
+# Measured on the H100 against cuBLAS (benchmarks/tune.py matmul_host_tma and
+# matmul_layouts): with b stored by columns the pointer kernel ran 0.73-0.80x at 4096^3 and
+# 4096 x 12288 x 4096, descriptors 0.93-1.03x; with b stored by rows the two tied at large
+# sizes. Rows 2000 bytes long (1000 float16 values) start every other one 16 bytes off a
+# 32-byte sector, and through descriptors they were slower still than through pointers:
+# 1000^3 with b by columns 0.56x against 0.75x. Products of FEW_ROWS rows or fewer keep
+# the pointer kernel and its narrow tiles: with b stored by rows, descriptors ran
+# 128 x 4096 x 4096 at 0.73x cuBLAS, the pointer kernel at 0.87x (not measured with b
+# stored by columns).
 FEW_ROWS = 256
 
 # A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes;
@@ -392,15 +398,27 @@ FEW_ROWS = 256
 TMA_ALIGNMENT, SECTOR = 16, 32
 
 
-def descriptor_ready(x: torch.Tensor, row_multiple: int = TMA_ALIGNMENT) -> bool:
-    """True when a tensor descriptor can read the matrix ``x``: stored row by row or column
-    by column, from a 16-byte boundary, with rows (columns) a multiple of ``row_multiple``
-    bytes apart."""
+def descriptor_ready(x: torch.Tensor, boundary: int = TMA_ALIGNMENT) -> bool:
+    """True when a tensor descriptor can read the matrix ``x`` with every row (column)
+    starting on a ``boundary``-byte boundary: x is stored row by row or column by column,
+    and its start and the distance between its rows (columns) are multiples of
+    ``boundary`` bytes (TMA needs at least 16)."""
     columns, _ = layout(x)
     stride = x.stride(1) if columns else x.stride(0)
     inner = x.stride(0) if columns else x.stride(1)
-    return (inner == 1 and stride > 0 and x.data_ptr() % TMA_ALIGNMENT == 0
-            and stride * x.element_size() % row_multiple == 0)
+    boundary = max(boundary, TMA_ALIGNMENT)
+    return (inner == 1 and stride > 0 and x.data_ptr() % boundary == 0
+            and stride * x.element_size() % boundary == 0)
+
+
+def has_tma(device: torch.device) -> bool:
+    """Whether ``device`` has the TMA copy engine (compute capability 9.0 or higher). Older
+    GPUs would run :func:`matmul_tma_kernel` with descriptors turned back into pointers by
+    Triton, a variant never measured; they keep :func:`matmul_kernel`. Under the
+    interpreter, True: its descriptors are tested there like any other code."""
+    if interpreting():
+        return True
+    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def descriptor(x: torch.Tensor) -> TensorDescriptor:

@@ -1,4 +1,4 @@
-"""The matmul page's ladder: the production kernel of :mod:`triton_guide.matmul`, built
+"""The matmul page's ladder: the production kernels of :mod:`triton_guide.matmul`, built
 up one idea at a time, each step a kernel that runs and is tested.
 
 1. :func:`matmul_row_major`: one program per output tile, a loop over K with ``tl.dot``,
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .matmul import product, tile_of_program
+from .matmul import aligned_if_worth_it, product, tile_of_program
 from .runtime import device, interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -122,25 +122,28 @@ def program_tiles_kernel(
 
 
 # One fixed tile shape for steps 1 and 2 (one of the autotuner's candidates on a GPU),
-# so that step 3 differs from step 2 by the autotuning alone.
+# so that step 3 differs from step 2 by its autotuning and alignment hints, not a tile.
 FIXED_TILE = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32}
 FIXED_LAUNCH = {"num_warps": 4, "num_stages": 4}
 INTERPRETER_TILE = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
 
 
-def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
-    check_tensor("a", a, ndim=2)
-    check_tensor("b", b, ndim=2)
+def _check_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` checked as :func:`triton_guide.matmul` checks them (returned
+    resolved, as :func:`~triton_guide.validation.check_tensor` returns them)."""
+    a = check_tensor("a", a, ndim=2)
+    b = check_tensor("b", b, ndim=2)
     check_same_dtype("a", a, "b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns "
             f"({a.shape[1]}) must equal b's rows ({b.shape[0]})"
         )
+    return a, b
 
 
 def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
-    _check_pair(a, b)
+    a, b = _check_pair(a, b)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -173,13 +176,12 @@ def matmul_grouped(
 
 def matmul_pointer_loads(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Step 3: :func:`triton_guide.matmul` with every tile read through pointers
-    (:func:`triton_guide.matmul.matmul_kernel`), whatever the layout of ``b``.
-
-    Like steps 1 and 2 it does not record for autograd, and rows that are not a multiple
-    of 16 bytes long are read as they are, never copied first.
+    (:func:`triton_guide.matmul.matmul_kernel`), whatever the layout of ``b``: the same
+    launcher, aligned copies included, without step 4's choice of kernel. Like steps 1 and
+    2 it does not record for autograd.
     """
-    _check_pair(a, b)
-    return product(a, b, descriptors=False)
+    a, b = _check_pair(a, b)
+    return product(*aligned_if_worth_it(a, b), descriptors=False)
 
 
 def program_tiles(
