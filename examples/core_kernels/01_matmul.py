@@ -111,8 +111,8 @@ check_step(matmul_row_major, "step 1 (row-major)")
 # the same row of A tiles, but every column of B. Grouped order walks down
 # ``GROUP_SIZE_M`` tile rows before moving one column right, so that the programs running
 # together share rows of A *and* columns of B, and those tiles are still in the L2 cache
-# when the next program asks for them. The mapping is one jit function, which the
-# production kernel calls (``GROUP_SIZE_M = 1`` gives back row-major order):
+# when the next program asks for them. The mapping is one jit function, which both
+# production kernels call (``GROUP_SIZE_M = 1`` gives back row-major order):
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: tile_of_program
@@ -241,8 +241,10 @@ for row_length in (1000, 4093, 4096):
 # %%
 # Check against PyTorch
 # ---------------------
-# Odd sizes in every dimension, compared with a float64 product, with B as it is (stored
-# row by row) and as a transposed view (stored column by column, as ``w.t()`` is).
+# :func:`~triton_guide.matmul.matmul` as the package exports it (the kernel above, or, for
+# some products with B stored by columns, step 4's below) at odd sizes in every dimension,
+# compared with a float64 product, with B as it is (stored row by row) and as a transposed
+# view (stored column by column, as ``w.t()`` is).
 
 for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
@@ -264,27 +266,31 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
 # after emptying the L2 cache, and for products of a few dozen to 256 rows that timing
 # favours tiles that are slower in a network's back-to-back calls, so those shapes only get
 # tiles 64 or 128 rows tall. These are the candidates in the current mode (a single one
-# under the interpreter, where there is nothing to time), and the winner for the last
-# product above:
+# under the interpreter, where there is nothing to time), and the winner for one product:
 
 for config in matmul_kernel.configs:
     print(" ", config)
-print("chosen:", matmul_kernel.best_config)
+m, n, k = runtime.pick(interpreter=(129, 67, 250), gpu=(2048, 1536, 3072))
+matmul(torch.randn(m, k, device=device, dtype=torch.float16),
+       torch.randn(k, n, device=device, dtype=torch.float16))  # B by rows: this kernel
+print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 
 # %%
 # Step 4: tensor descriptors where B is stored by columns
 # -------------------------------------------------------
-# ``x @ w.t()`` in a linear layer, and two of the three products in its backward pass,
-# multiply by a matrix stored column by column. Step 3 reads such a B correctly (the
-# ``B_COLUMNS`` hint above) but well below cuBLAS's rate: the ladder below measures it. So
-# for those products :func:`~triton_guide.matmul.matmul` runs a second kernel, the same loop
-# with its tiles read through *tensor descriptors*. The launcher builds one on the host for
-# each matrix (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the
-# shape, the strides, the tile shape) and the kernel asks for a tile by the coordinates of
-# its corner, ``desc.load([row, col])``. On Hopper that is one TMA instruction: a copy
-# engine moves the whole tile into shared memory, and returns zeros past the edges, so
-# there are no offsets to compute and no masks or wraps. A matrix stored by columns is
-# described as its transpose, whose rows are its columns, and ``.T`` turns each tile back:
+# ``x @ w.t()`` in a linear layer multiplies by a matrix stored column by column, and so
+# does the backward pass of any ``a @ b``: the gradient of ``a`` is ``grad @ b.t()``.
+# Step 3 reads such a B correctly (the ``B_COLUMNS`` hint above) but well below cuBLAS's
+# rate: the second ladder below measures it. So for those products
+# :func:`~triton_guide.matmul.matmul` runs a second kernel, the same loop with its tiles
+# read through *tensor descriptors*. The launcher builds one on the host for each matrix
+# (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the shape, the
+# strides, the tile shape) and the kernel asks for a tile by the coordinates of its corner,
+# ``desc.load([row, col])``. On Hopper GPUs that is done by TMA, a copy engine that moves
+# the tile into shared memory in one or a few instructions and returns zeros past the
+# edges, so there are no offsets to compute and no masks or wraps. A matrix stored by
+# columns is described as its transpose, whose rows are its columns, and ``.T`` turns each
+# tile back:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: descriptor_tile
@@ -294,12 +300,14 @@ print("chosen:", matmul_kernel.best_config)
 #
 # The descriptor's tile shape has to match the configuration the autotuner is trying, so
 # each configuration carries a pre-hook that sets it (``_set_tile_shapes`` in
-# ``triton_guide/matmul.py``, the same arrangement as the attention kernels'). Not every
-# product takes this path. TMA needs the base and the row stride to be multiples of 16
-# bytes; with B stored by rows, descriptors and pointers ran level on the H100; and rows
-# that start half-way into a 32-byte sector, as every other row of 1000 float16 values
-# does, came slower through descriptors than through pointers. Few-row products keep their
-# narrow tiles. The launcher's rule, and what it decides for a few products:
+# ``triton_guide/matmul.py``). Not every product takes this path, for reasons measured on
+# an H100 and kept in ``benchmarks/NOTES.md``: with B stored by rows, descriptors and
+# pointers ran level; GPU memory moves in 32-byte *sectors*, and rows that start half-way
+# into one, as every other row of 1000 float16 values does, came slower through
+# descriptors than through pointers; products of 256 rows or fewer keep the pointer
+# kernel, whose narrow tiles suit them (measured with B by rows only). TMA itself needs a
+# Hopper GPU or later, and a base and row stride that are multiples of 16 bytes. The
+# launcher's rule, and what it decides for a few products:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: reads_through_descriptors
@@ -315,21 +323,23 @@ for m, n, k in [(4096, 4096, 4096), (1000, 1000, 1000), (128, 4096, 4096)]:
               f"apart, B's {b_runs}; every one starts on a 32-byte boundary: {sectors})")
 
 # %%
-# Checked against float64 with B stored by columns, at odd sizes whose rows are multiples
-# of 32 bytes (so that step 4 takes its descriptors) and at the page's other shapes:
+# Checked against float64 with B stored by columns, at sizes that are not multiples of the
+# tiles, with rows multiple of 32 bytes long so that step 4 takes its descriptors:
 
-for m, n, k in [runtime.pick(interpreter=(272, 48, 80), gpu=(4112, 4080, 1040))] + step_shapes:
+for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
+                            gpu=[(4112, 4080, 1040), (1031, 517, 2064)]):
     a = torch.randn(m, k, device=device, dtype=torch.float16)
     b = torch.randn(n, k, device=device, dtype=torch.float16).t()
     error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
                          rtol=tolerance(torch.float16, tensor_cores=True))
-    print(f"step 4: M={m:<5} N={n:<5} K={k:<5} float16, B by columns, relative error "
+    path = "descriptors" if reads_through_descriptors(a, b) else "pointers"
+    print(f"M={m:<5} N={n:<5} K={k:<5} float16, B by columns, {path}: relative error "
           f"{error:.1e}")
 
 # %%
 # What each step buys
 # -------------------
-# Every step, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
+# Steps 1 to 3, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
 # the GPU with thousands of tiles, timed in the same run. Each kernel is compiled (and the
 # last one autotuned) before timing.
 
