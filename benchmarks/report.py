@@ -6,7 +6,8 @@ print one row per shape and, per op, the geometric mean and the worst ratio.
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
 large cuBLAS GEMM) measured first. The first call of each matmul shape includes the
-autotuner's compilations and timings: its wall time is printed as ``tune``. Needs a CUDA GPU.
+autotuner's compilations and timings: its wall time is printed as ``tune``. Matmul runs a
+second time with b stored column by column (``x @ w.t()``), tallied apart. Needs a CUDA GPU.
 
 Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
 (``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
@@ -51,6 +52,14 @@ MATMUL_SHAPES = (
     + [(4096, 12288, 4096), (4096, 16384, 4096), (4096, 4096, 16384), (4096, 32000, 4096)]
     + [(m, 4096, 4096) for m in (1, 16, 64, 128)]
     + [(4095, 4097, 4093), (1023, 1025, 1027), (2000, 3000, 1000)]
+)
+# The same products with b stored column by column, as ``x @ w.t()`` in a linear layer (its
+# weight is stored out x in) and every ``grad @ b.t()`` of a backward pass: the projections,
+# a square, and two shapes the package keeps on its pointer kernel (rows 2000 bytes long,
+# few rows). Tallied on their own, so the mean over MATMUL_SHAPES stays comparable.
+MATMUL_COLUMN_SHAPES = (
+    [(4096, 4096, 4096), (4096, 12288, 4096), (4096, 16384, 4096), (4096, 4096, 16384),
+     (4096, 32000, 4096), (1000, 1000, 1000), (128, 4096, 4096)]
 )
 ATTENTION_LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768]
 ATTENTION_TOKENS = 2**17 * 4  # batch x heads x length: B4 H32 at N=4096 fills an H100
@@ -130,12 +139,15 @@ def softmax(shapes, dtypes, copy):
             torch.cuda.empty_cache()
 
 
-def matmul(shapes, dtypes):
+def matmul(shapes, dtypes, b_by_columns=False):
+    op = "matmul b by columns" if b_by_columns else "matmul"
     for dtype_name in dtypes:
         dtype = DTYPES[dtype_name]
         for m, n, k in shapes:
             what = f"{dtype_name} {m}x{n}x{k}"
             pairs = cold_matmul_inputs(m, n, k, dtype)
+            if b_by_columns:
+                pairs = [(a, b.t().contiguous().t()) for a, b in pairs]
             a, b = pairs[0]
             torch.cuda.synchronize()
             start = time.perf_counter()
@@ -145,9 +157,9 @@ def matmul(shapes, dtypes):
             flops = 2 * m * n * k
             ours = matmul_tflop_per_s(tg.matmul, pairs)
             cublas = matmul_tflop_per_s(torch.matmul, pairs)
-            called = as_called("matmul", what, lambda: tg.matmul(a, b), "cuBLAS",
+            called = as_called(op, what, lambda: tg.matmul(a, b), "cuBLAS",
                                lambda: a @ b, lambda ms: tflop_per_s(flops, ms))
-            row("matmul", what, ours, {"cuBLAS": cublas}, "TFLOP/s",
+            row(op, what, ours, {"cuBLAS": cublas}, "TFLOP/s",
                 f"  | tune {tune:5.1f} s" + called)
             del pairs, a, b
             torch.cuda.empty_cache()
@@ -237,6 +249,8 @@ def main():
     if "matmul" in only:
         shapes = MATMUL_SHAPES[::5] if args.quick else MATMUL_SHAPES
         matmul(shapes, dtypes("fp16", "bf16"))
+        shapes = MATMUL_COLUMN_SHAPES[::3] if args.quick else MATMUL_COLUMN_SHAPES
+        matmul(shapes, dtypes("fp16", "bf16"), b_by_columns=True)
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
         attention(lengths, [64, 128], dtypes("fp16", "bf16"))
