@@ -22,15 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
-
-
-def padded_rows(x: torch.Tensor, multiple: int = 64) -> torch.Tensor:
-    """The same values as ``x`` in a buffer whose rows are a multiple of ``multiple``
-    elements long: a view of the same size, only the row stride differs."""
-    rows, cols = x.shape
-    buffer = torch.zeros(rows, -(-cols // multiple) * multiple, device=x.device, dtype=x.dtype)
-    buffer[:, :cols] = x
-    return buffer[:, :cols]
+from tune import row_padded_view  # noqa: E402  (benchmarks/tune.py, beside this script)
 
 
 def matmul_case(shape, ours: bool, padded: bool):
@@ -38,7 +30,7 @@ def matmul_case(shape, ours: bool, padded: bool):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     if padded:
-        a, b = padded_rows(a), padded_rows(b)
+        a, b = row_padded_view(a), row_padded_view(b)
     if ours:
         return lambda: tg.matmul(a, b)
     return lambda: a @ b

@@ -23,7 +23,6 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
-from triton_guide.matmul import tile_of_program
 from triton_guide.testing import relative_error
 
 # ---------------------------------------------------------------------------------------
@@ -277,16 +276,10 @@ def tune_matmul_row_starts(shapes, dtype=torch.float16):
     from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
     from triton_guide.matmul import matmul
 
-    def padded_view(x):
-        rows, cols = x.shape
-        buffer = torch.zeros(rows, -(-cols // 64) * 64, device=x.device, dtype=x.dtype)
-        buffer[:, :cols] = x
-        return buffer[:, :cols]
-
     print("matmul: inputs as they are vs rows padded to 128 bytes (TFLOP/s, GPU time)")
     for M, N, K in shapes:
         pairs = cold_matmul_inputs(M, N, K, dtype)
-        padded = [(padded_view(a), padded_view(b)) for a, b in pairs]
+        padded = [(row_padded_view(a), row_padded_view(b)) for a, b in pairs]
         ref = pairs[0][0].double() @ pairs[0][1].double()
         for a, b in (pairs[0], padded[0]):
             err = relative_error(matmul(a, b), ref)
@@ -307,9 +300,6 @@ def tune_matmul_layouts(cases):
     ``x @ weight.t()`` in a linear layer), "cc" both."""
     from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
     from triton_guide.matmul import matmul
-
-    def laid_out(x, columns):
-        return x.t().contiguous().t() if columns else x
 
     print("matmul: a and b by rows (r) or by columns (c), TFLOP/s, GPU time")
     ratios = []
@@ -332,32 +322,6 @@ def tune_matmul_layouts(cases):
           f"worst {min(ratios):.2f}")
 
 
-@triton.jit
-def matmul_host_tma_kernel(
-    a_desc, b_desc, c_ptr, M, N, K, stride_cm,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-    B_COLUMNS: tl.constexpr,  # b_desc is over b.t() (b stored column by column)
-):
-    """The package's kernel with a and b read through host-made tensor descriptors (TMA on
-    Hopper; zeros past every edge, so no masks and no wraps)."""
-    pid_m, pid_n = tile_of_program(tl.program_id(0), M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
-                                   GROUP_SIZE_M)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])
-        if B_COLUMNS:
-            b = b_desc.load([pid_n * BLOCK_SIZE_N, k * BLOCK_SIZE_K]).T
-        else:
-            b = b_desc.load([k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
-        accumulator = tl.dot(a, b, accumulator)
-    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :]
-    tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty),
-             mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-
-
 HOST_TMA_CANDIDATES = [
     _mm_cfg(128, 256, 64, 8, 3, 8), _mm_cfg(256, 128, 64, 8, 3, 8),
     _mm_cfg(128, 128, 64, 8, 4, 8), _mm_cfg(128, 128, 64, 8, 4, 4),
@@ -368,44 +332,46 @@ HOST_TMA_CANDIDATES = [
 
 
 def _host_tma_runner(a, b, c, cfg):
-    """One launch of matmul_host_tma_kernel for a @ b into c; b may be a transposed view."""
+    """One launch of the package's matmul_tma_kernel (the jit function under its autotuner)
+    for a @ b into c with the configuration ``cfg``, descriptors made as the launcher makes
+    them; a and b may be transposed views."""
+    from triton_guide.matmul import (_set_tile_shapes, alignment, descriptor, layout,
+                                     matmul_tma_kernel)
+
     m, n, k, g, s, w = cfg
     M, K = a.shape
     N = b.shape[1]
-    columns = b.stride(0) == 1
-    a_desc = TensorDescriptor.from_tensor(a, [m, k])
-    b_desc = TensorDescriptor.from_tensor(b.t() if columns else b, [n, k] if columns else [k, n])
+    meta = dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, GROUP_SIZE_M=g,
+                A_COLUMNS=layout(a)[0], B_COLUMNS=layout(b)[0])
+    a_desc, b_desc = descriptor(a), descriptor(b)
+    _set_tile_shapes({"a_desc": a_desc, "b_desc": b_desc, **meta})
     grid = (triton.cdiv(M, m) * triton.cdiv(N, n),)
 
     def run():
-        matmul_host_tma_kernel[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
-                                     BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k,
-                                     GROUP_SIZE_M=g, B_COLUMNS=columns, num_stages=s,
-                                     num_warps=w)
+        matmul_tma_kernel.fn[grid](a_desc, b_desc, c, M, N, K, c.stride(0), c.stride(1),
+                                   C_ALIGN=alignment(N), num_stages=s, num_warps=w, **meta)
         return c
     return run
 
 
-def _laid_out(x, columns):
+def laid_out(x, columns):
+    """x itself, or (``columns``) the same values stored column by column."""
     return x.t().contiguous().t() if columns else x
 
 
-def _row_padded(x, multiple=64):
-    """The same values in a buffer whose rows are padded to ``multiple`` elements (a view)."""
-    rows, cols = x.shape
-    buffer = torch.zeros(rows, triton.cdiv(cols, multiple) * multiple, device=x.device,
-                         dtype=x.dtype)
-    buffer[:, :cols] = x
-    return buffer[:, :cols]
+def row_padded_view(x, multiple=64):
+    """The same values as ``x`` in a buffer whose rows are padded to a multiple of
+    ``multiple`` elements: a view of the same size, only the row stride differs."""
+    return _padded(x, multiple)[:, :x.shape[1]]
 
 
 def _host_tma_compile(jobs):
     """Launch each (dtype, M, N, K, layout, cfg) once: fills Triton's on-disk cache."""
     for dtype, M, N, K, layout, cfg in jobs:
         a = torch.randn(M, K, device="cuda", dtype=dtype)
-        b = _laid_out(torch.randn(K, N, device="cuda", dtype=dtype), layout[1] == "c")
+        b = laid_out(torch.randn(K, N, device="cuda", dtype=dtype), layout[1] == "c")
         if layout == "padded":
-            a, b = _row_padded(a), _row_padded(b)
+            a, b = row_padded_view(a), row_padded_view(b)
         try:
             _host_tma_runner(a, b, torch.empty(M, N, device="cuda", dtype=dtype), cfg)()
         except Exception:  # out of shared memory: the sweep reports it
@@ -414,14 +380,14 @@ def _host_tma_compile(jobs):
 
 
 def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
-    """The package's matmul (pointer loads, autotuned) against the same tiles read through
-    host-made tensor descriptors (best of ``candidates``) and cuBLAS, all in GPU time on cold
+    """The package's pointer kernel (matmul_steps.matmul_pointer_loads, autotuned) against
+    its descriptor kernel (best of ``candidates``) and cuBLAS, all in GPU time on cold
     inputs. ``cases``: (dtype, M, N, K, layout), layout "rr" (a and b by rows), "rc" (b a
     transposed view) or "padded" (rows padded to 64 elements, views of the same sizes)."""
     import multiprocessing as mp
 
     from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
-    from triton_guide.matmul import matmul
+    from triton_guide.matmul_steps import matmul_pointer_loads as matmul
 
     start = time.time()
     jobs = [(*case, cfg) for case in cases for cfg in candidates]
@@ -431,9 +397,9 @@ def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
           f"{time.time() - start:.0f} s; TFLOP/s, GPU time, cold inputs")
     ratios = {"pointers": [], "descriptors": []}
     for dtype, M, N, K, layout in cases:
-        pairs = [(a, _laid_out(b, layout[1] == "c")) for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        pairs = [(a, laid_out(b, layout[1] == "c")) for a, b in cold_matmul_inputs(M, N, K, dtype)]
         if layout == "padded":
-            pairs = [(_row_padded(a), _row_padded(b)) for a, b in pairs]
+            pairs = [(row_padded_view(a), row_padded_view(b)) for a, b in pairs]
         ref = pairs[0][0].double() @ pairs[0][1].double()
         assert relative_error(matmul(*pairs[0]), ref) < 1e-2
         ours = matmul_tflop_per_s(matmul, pairs)
