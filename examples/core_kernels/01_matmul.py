@@ -304,10 +304,12 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 # an H100 and kept in ``benchmarks/NOTES.md``: with B stored by rows, descriptors and
 # pointers ran level; GPU memory moves in 32-byte *sectors*, and rows that start half-way
 # into one, as every other row of 1000 float16 values does, came slower through
-# descriptors than through pointers; products of 256 rows or fewer keep the pointer
-# kernel, whose narrow tiles suit them (measured with B by rows only). TMA itself needs a
-# Hopper GPU or later, and a base and row stride that are multiples of 16 bytes. The
-# launcher's rule, and what it decides for a few products:
+# descriptors than through pointers (measured before a fix to the descriptor kernel's store
+# that sped up exactly such shapes, so this condition may be stricter than it needs to
+# be); products of 256 rows or fewer keep the pointer kernel, whose narrow tiles suit
+# them (measured with B by rows only). TMA itself needs a Hopper GPU or later, and a base
+# and row stride that are multiples of 16 bytes. The launcher's rule, and what it decides
+# for a few products:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: reads_through_descriptors
