@@ -430,6 +430,108 @@ def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
               f"worst {min(rs):.2f}")
 
 
+def _path_features(a, b):
+    """What the package's rules may look at for ``a @ b`` (inputs as the launcher prepared
+    them): b stored by columns, M, and whether both are ready for descriptors at 16 and at 32
+    bytes."""
+    from triton_guide.matmul import SECTOR, descriptor_ready, layout
+
+    return dict(b_columns=layout(b)[0], rows=a.shape[0],
+                ready16=descriptor_ready(a) and descriptor_ready(b),
+                ready32=descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR))
+
+
+# Rules for when matmul reads through descriptors, each a function of _path_features.
+PATH_RULES = {
+    "kept (b by columns, >256 rows, 32-byte rows)":
+        lambda f: f["b_columns"] and f["rows"] > 256 and f["ready32"],
+    "b by columns, >256 rows, 16-byte rows":
+        lambda f: f["b_columns"] and f["rows"] > 256 and f["ready16"],
+    "b by columns, 16-byte rows (any M)":
+        lambda f: f["b_columns"] and f["ready16"],
+    "any layout, >256 rows, 16-byte rows":
+        lambda f: f["rows"] > 256 and f["ready16"],
+    "any layout, 16-byte rows (any M)": lambda f: f["ready16"],
+}
+
+
+def _paths_compile(cases):
+    """Autotune each case's paths once, in a worker: fills Triton's on-disk cache."""
+    from triton_guide.matmul import aligned_copies, aligned_if_worth_it, product
+
+    for dtype, M, N, K, layout in cases:
+        a = laid_out(torch.randn(M, K, device="cuda", dtype=dtype), layout[0] == "c")
+        b = laid_out(torch.randn(K, N, device="cuda", dtype=dtype), layout[1] == "c")
+        prepared = aligned_if_worth_it(a, b)
+        product(*prepared, descriptors=False)
+        product(*aligned_copies(a, b), descriptors=True)
+        if _path_features(*prepared)["ready16"]:
+            product(*prepared, descriptors=True)
+    torch.cuda.synchronize()
+
+
+def tune_matmul_paths(cases, workers=8):
+    """Both of the package's kernels on the same prepared inputs (``aligned_if_worth_it``,
+    as ``matmul`` prepares them), each autotuned, against cuBLAS, in GPU time on cold inputs;
+    then, for the rules in PATH_RULES, the geometric mean and worst ratio each would give.
+    A third path copies both inputs (``aligned_copies``, b by columns, K padded to 16) and
+    reads them through descriptors, the copies timed in. ``cases``: (dtype, M, N, K, layout)
+    as in tune_matmul_layouts."""
+    import multiprocessing as mp
+
+    from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
+    from triton_guide.matmul import (aligned_copies, aligned_if_worth_it, descriptor_ready,
+                                     product)
+
+    def pointers(a, b):
+        return product(*aligned_if_worth_it(a, b), descriptors=False)
+
+    def descriptors(a, b):
+        return product(*aligned_if_worth_it(a, b), descriptors=True)
+
+    def copies(a, b):
+        return product(*aligned_copies(a, b), descriptors=True)
+
+    start = time.time()
+    with mp.get_context("spawn").Pool(workers) as pool:  # compile in parallel: fills the cache
+        pool.map(_paths_compile, [cases[i::workers] for i in range(workers)])
+    print(f"compiled in {time.time() - start:.0f} s")
+    print("matmul: pointer kernel / descriptor kernel / copies + descriptors, TFLOP/s and "
+          "ratio to cuBLAS, GPU time, cold inputs")
+    rows = []
+    for dtype, M, N, K, layout in cases:
+        start = time.time()
+        pairs = [(laid_out(a, layout[0] == "c"), laid_out(b, layout[1] == "c"))
+                 for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        features = _path_features(*aligned_if_worth_it(*pairs[0]))
+        paths = {"pointers": pointers, "copies": copies}
+        if features["ready16"]:
+            paths["descriptors"] = descriptors
+        ref = pairs[0][0].double() @ pairs[0][1].double()
+        rates = {}
+        for name, fn in paths.items():
+            err = relative_error(fn(*pairs[0]), ref)
+            assert err < 1e-2, (name, dtype, M, N, K, layout, err)
+            rates[name] = matmul_tflop_per_s(fn, pairs)
+        cublas = matmul_tflop_per_s(torch.matmul, pairs)
+        ratios = {name: rate / cublas for name, rate in rates.items()}
+        rows.append((features, ratios))
+        text = "  ".join(f"{name} {rates[name]:6.1f} ({ratios[name]:4.2f}x)"
+                         for name in ("pointers", "descriptors", "copies") if name in rates)
+        print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} {layout}  cuBLAS {cublas:6.1f} | {text}"
+              f"  [{'32' if features['ready32'] else '16' if features['ready16'] else '--'}"
+              f"-byte rows; {time.time() - start:4.1f} s]", flush=True)
+        del pairs
+        torch.cuda.empty_cache()
+    print("rule: geometric mean / cuBLAS, worst, over", len(rows), "cases")
+    for name, rule in PATH_RULES.items():
+        chosen = [r["descriptors"] if rule(f) else r["pointers"] for f, r in rows]
+        print(f"  {name:<48} {geometric_mean(chosen):.3f}  worst {min(chosen):.2f}")
+    best = [max(r.values()) for _, r in rows]
+    print(f"  {'best of the three paths, per case':<48} {geometric_mean(best):.3f}  "
+          f"worst {min(best):.2f}")
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -831,6 +933,7 @@ def main():
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
+                                 "matmul_paths",
                                  "softmax", "attention", "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
@@ -871,6 +974,19 @@ def main():
                              + [(f16, 2000, 3000, 1000, "padded"), (bf16, 2000, 3000, 1000, "rr"),
                                 (bf16, 3072, 3072, 3072, "rr"), (f16, 1000, 1000, 1000, "rc"),
                                 (f16, 4096, 4096, 4096, "rc"), (f16, 4096, 12288, 4096, "rc")])
+    if "matmul_paths" in args.what:  # which kernel where, now both store alike
+        shapes = [(n, n, n) for n in (512, 1000, 1024, 2048, 3072, 4096, 8192)] + [
+            (4096, 12288, 4096), (4096, 4096, 16384), (4096, 32000, 4096), (1, 4096, 4096),
+            (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (4095, 4097, 4093),
+            (1023, 1025, 1027), (2000, 3000, 1000)]
+        cases = [(torch.float16, *shape, layout) for shape in shapes for layout in ("rr", "rc")]
+        cases += [(torch.float16, *shape, layout)
+                  for shape in [(1000, 1000, 1000), (2000, 3000, 1000), (4096, 4096, 4096),
+                                (128, 4096, 4096), (1023, 1025, 1027)] for layout in ("cr", "cc")]
+        cases += [(torch.bfloat16, *shape, layout)
+                  for shape in [(1000, 1000, 1000), (2000, 3000, 1000), (3072, 3072, 3072)]
+                  for layout in ("rr", "rc")]
+        tune_matmul_paths(cases)
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
