@@ -434,11 +434,16 @@ def _path_features(a, b):
     """What the package's rules may look at for ``a @ b`` (inputs as the launcher prepared
     them): b stored by columns, M, and whether both are ready for descriptors at 16 and at 32
     bytes."""
-    from triton_guide.matmul import SECTOR, descriptor_ready, layout
+    from triton_guide.matmul import descriptor_ready, layout
+
+    def on_sectors(x):  # every row (column) starts on a 32-byte boundary
+        stride = x.stride(1) if layout(x)[0] else x.stride(0)
+        return x.data_ptr() % 32 == 0 and stride * x.element_size() % 32 == 0
 
     return dict(b_columns=layout(b)[0], rows=a.shape[0],
                 ready16=descriptor_ready(a) and descriptor_ready(b),
-                ready32=descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR))
+                ready32=descriptor_ready(a) and descriptor_ready(b)
+                and on_sectors(a) and on_sectors(b))
 
 
 # Rules for when matmul reads through descriptors, each a function of _path_features.
@@ -457,7 +462,7 @@ PATH_RULES = {
 
 def _paths_compile(cases):
     """Autotune each case's paths once, in a worker: fills Triton's on-disk cache."""
-    from triton_guide.matmul import aligned_copies, aligned_if_worth_it, product
+    from triton_guide.matmul import aligned_copies, aligned_if_worth_it, matmul, product
 
     for dtype, M, N, K, layout in cases:
         a = laid_out(torch.randn(M, K, device="cuda", dtype=dtype), layout[0] == "c")
@@ -465,6 +470,7 @@ def _paths_compile(cases):
         prepared = aligned_if_worth_it(a, b)
         product(*prepared, descriptors=False)
         product(*aligned_copies(a, b), descriptors=True)
+        matmul(a, b)
         if _path_features(*prepared)["ready16"]:
             product(*prepared, descriptors=True)
     torch.cuda.synchronize()
@@ -475,13 +481,13 @@ def tune_matmul_paths(cases, workers=8):
     as ``matmul`` prepares them), each autotuned, against cuBLAS, in GPU time on cold inputs;
     then, for the rules in PATH_RULES, the geometric mean and worst ratio each would give.
     A third path copies both inputs (``aligned_copies``, b by columns, K padded to 16) and
-    reads them through descriptors, the copies timed in. ``cases``: (dtype, M, N, K, layout)
-    as in tune_matmul_layouts."""
+    reads them through descriptors, the copies timed in; a fourth is ``matmul`` itself, with
+    whatever copies it makes. ``cases``: (dtype, M, N, K, layout) as in
+    tune_matmul_layouts."""
     import multiprocessing as mp
 
     from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
-    from triton_guide.matmul import (aligned_copies, aligned_if_worth_it, descriptor_ready,
-                                     product)
+    from triton_guide.matmul import aligned_copies, aligned_if_worth_it, matmul, product
 
     def pointers(a, b):
         return product(*aligned_if_worth_it(a, b), descriptors=False)
@@ -504,7 +510,7 @@ def tune_matmul_paths(cases, workers=8):
         pairs = [(laid_out(a, layout[0] == "c"), laid_out(b, layout[1] == "c"))
                  for a, b in cold_matmul_inputs(M, N, K, dtype)]
         features = _path_features(*aligned_if_worth_it(*pairs[0]))
-        paths = {"pointers": pointers, "copies": copies}
+        paths = {"pointers": pointers, "copies": copies, "matmul": matmul}
         if features["ready16"]:
             paths["descriptors"] = descriptors
         ref = pairs[0][0].double() @ pairs[0][1].double()
@@ -517,7 +523,8 @@ def tune_matmul_paths(cases, workers=8):
         ratios = {name: rate / cublas for name, rate in rates.items()}
         rows.append((features, ratios))
         text = "  ".join(f"{name} {rates[name]:6.1f} ({ratios[name]:4.2f}x)"
-                         for name in ("pointers", "descriptors", "copies") if name in rates)
+                         for name in ("pointers", "descriptors", "copies", "matmul")
+                         if name in rates)
         print(f"{str(dtype)[6:]:>8} {M:>5}x{N:>5}x{K:>5} {layout}  cuBLAS {cublas:6.1f} | {text}"
               f"  [{'32' if features['ready32'] else '16' if features['ready16'] else '--'}"
               f"-byte rows; {time.time() - start:4.1f} s]", flush=True)
@@ -527,9 +534,10 @@ def tune_matmul_paths(cases, workers=8):
     for name, rule in PATH_RULES.items():
         chosen = [r["descriptors"] if rule(f) else r["pointers"] for f, r in rows]
         print(f"  {name:<48} {geometric_mean(chosen):.3f}  worst {min(chosen):.2f}")
-    best = [max(r.values()) for _, r in rows]
-    print(f"  {'best of the three paths, per case':<48} {geometric_mean(best):.3f}  "
-          f"worst {min(best):.2f}")
+    for name in ("matmul", None):
+        chosen = [r[name] if name else max(r.values()) for _, r in rows]
+        print(f"  {name or 'best path, per case':<48} {geometric_mean(chosen):.3f}  "
+              f"worst {min(chosen):.2f}")
 
 
 # More configurations than the package tries, for the shapes no listed one serves well.
@@ -933,7 +941,7 @@ def main():
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
-                                 "matmul_paths",
+                                 "matmul_paths", "matmul_ragged",
                                  "softmax", "attention", "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
@@ -987,6 +995,10 @@ def main():
                   for shape in [(1000, 1000, 1000), (2000, 3000, 1000), (3072, 3072, 3072)]
                   for layout in ("rr", "rc")]
         tune_matmul_paths(cases)
+    if "matmul_ragged" in args.what:  # rows no descriptor reads as they are: copies
+        shapes = [(511, 513, 515), (1023, 1025, 1027), (2047, 2049, 2051), (4095, 4097, 4093)]
+        tune_matmul_paths([(torch.float16, *shape, layout) for shape in shapes
+                           for layout in ("rr", "rc", "cr", "cc")])
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)

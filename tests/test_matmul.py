@@ -17,9 +17,43 @@ def expected(a, b):
     return matmul_reference(a.double(), b.double())
 
 
+def matmul_module():
+    import importlib
+
+    return importlib.import_module("triton_guide.matmul")  # the package exports the function
+
+
+@pytest.fixture(params=["descriptors", "pointers"])
+def path(request, device, monkeypatch):
+    """The kernel matmul takes where both could run: through tensor descriptors (where the
+    GPU has TMA, and under the interpreter), or, with TMA turned off as on older GPUs,
+    through pointers."""
+    module = matmul_module()
+    if request.param == "pointers":
+        monkeypatch.setattr(module, "has_tma", lambda device: False)
+    elif not module.has_tma(device):
+        pytest.skip("this GPU has no TMA")
+    return request.param
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels matmul launches, in order."""
+    module = matmul_module()
+    kernels = []
+    real_fast_launch = module.fast_launch
+
+    def spied_fast_launch(kernel):
+        kernels.append(kernel)
+        return real_fast_launch(kernel)
+
+    monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
+    return kernels
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
-def test_matches_torch(shape, dtype, device, check):
+def test_matches_torch(shape, dtype, path, device, check):
     m, n, k = shape
     a = torch.randn(m, k, device=device, dtype=dtype)
     b = torch.randn(k, n, device=device, dtype=dtype)
@@ -31,7 +65,7 @@ def test_matches_torch(shape, dtype, device, check):
     [(True, False), (False, True), (True, True)],
     ids=["a_transposed", "b_transposed", "both_transposed"],
 )
-def test_transposed_inputs(transpose_a, transpose_b, device, check):
+def test_transposed_inputs(transpose_a, transpose_b, path, device, check):
     m, n, k = 37, 45, 70
     a = torch.randn(k, m, device=device).t() if transpose_a else torch.randn(m, k, device=device)
     b = torch.randn(n, k, device=device).t() if transpose_b else torch.randn(k, n, device=device)
@@ -39,7 +73,7 @@ def test_transposed_inputs(transpose_a, transpose_b, device, check):
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float32, tensor_cores=True))
 
 
-def test_row_and_column_slices(device, check):
+def test_row_and_column_slices(path, device, check):
     a = torch.randn(2 * 37, 70, device=device)[::2]
     b = torch.randn(70, 3 * 45, device=device)[:, ::3]
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float32, tensor_cores=True))
@@ -95,14 +129,12 @@ ALIGNMENT_SHAPES = runtime.pick(
 
 @pytest.mark.parametrize("shape", ALIGNMENT_SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_base", "base_off_by_one"])
-@pytest.mark.parametrize("copies", [False, True], ids=["as_they_are", "aligned_copies"])
+@pytest.mark.parametrize("copies", [False, True], ids=["as_they_are", "copies"])
 @pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])  # a, b: by rows or columns
-def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, device, check,
-                                      monkeypatch):
-    import importlib
-
-    module = importlib.import_module("triton_guide.matmul")
-    # aligned_copies only pays off for large products: force it (or rule it out) here
+def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, path, launched, device,
+                                      check, monkeypatch):
+    module = matmul_module()
+    # copies only pay off for large products: force them (or rule them out) here
     monkeypatch.setattr(module, "COPY_MIN_FLOPS", 0 if copies else float("inf"))
     real_copies, copied = module.aligned_copies, []
 
@@ -121,7 +153,13 @@ def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, device, che
     # rows N, its columns K
     run_lengths = (m if layout[0] == "c" else k, k if layout[1] == "c" else n)
     unaligned = offset != 0 or any(length * 2 % 16 for length in run_lengths)
-    assert bool(copied) == (copies and unaligned)
+    if path == "pointers":
+        assert bool(copied) == (copies and unaligned)
+        assert launched == [module.matmul_kernel]
+    else:  # a descriptor reads rows 16 bytes apart as they are, and copies of the others
+        assert not copied
+        descriptors = copies or not unaligned
+        assert launched == [module.matmul_tma_kernel if descriptors else module.matmul_kernel]
 
 
 def stored(rows, cols, offset, columns, device, dtype):
@@ -132,40 +170,45 @@ def stored(rows, cols, offset, columns, device, dtype):
     return x.t() if columns else x
 
 
-# Products of more than FEW_ROWS rows with b stored by columns read a and b through tensor
-# descriptors when every row (column) of both starts on a 32-byte boundary; everything else
-# goes through pointers. Rows of a are K long (row_bytes), its columns M (rows: 272 x 2 or
-# 4 bytes); b's rows N long (48: 96 or 192 bytes), its columns K. An offset of 16 bytes
-# keeps a matrix readable by TMA but starts every row off a 32-byte boundary.
+# Where the GPU has TMA (and under the interpreter), matmul reads a and b through tensor
+# descriptors whenever the start and the row (column) stride of both are multiples of 16
+# bytes, whatever the layout and the number of rows; other inputs of small products go
+# through pointers (larger ones are copied first: test_rows_aligned_to_less_than_16).
+# a is 272 x K, its rows row_bytes apart (its columns 272 elements apart); b is K x 48, its
+# rows 48 elements apart (its columns row_bytes apart). readable: the layouts (a, b by rows
+# or columns) in which both can be read through descriptors.
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])  # a, b: by rows or columns
-@pytest.mark.parametrize("rows,row_bytes,a_offset,b_offset,readable", [
-    (272, 160, 0, 0, True), (272, 160, 4, 0, False), (272, 160, 0, 4, False),
-    (272, 160, 16, 0, False), (272, 144, 0, 0, False), (256, 160, 0, 0, False),
-], ids=["many_rows", "a_base_off_by_4_bytes", "b_base_off_by_4_bytes", "a_base_off_by_16_bytes",
-        "rows_16_bytes_off_32", "few_rows"])
-def test_descriptor_kernel_for_many_rows(rows, row_bytes, a_offset, b_offset, readable, layout,
-                                         dtype, device, check, monkeypatch):
-    import importlib
-
-    module = importlib.import_module("triton_guide.matmul")
-    assert module.FEW_ROWS == 256
-    launched = []
-    real_fast_launch = module.fast_launch
-
-    def spied_fast_launch(kernel):
-        launched.append(kernel)
-        return real_fast_launch(kernel)
-
-    monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
-    n, k = 48, row_bytes // dtype.itemsize
-    a = stored(rows, k, a_offset // dtype.itemsize, layout[0] == "c", device, dtype)
+@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])
+@pytest.mark.parametrize("row_bytes,a_offset,b_offset,readable", [
+    (160, 0, 0, "rr rc cr cc"), (160, 4, 0, ""), (160, 0, 4, ""), (160, 16, 0, "rr rc cr cc"),
+    (144, 0, 0, "rr rc cr cc"), (168, 0, 0, "cr"),
+], ids=["rows_16_bytes_apart", "a_base_off_by_4_bytes", "b_base_off_by_4_bytes",
+        "a_base_off_by_16_bytes", "rows_144_bytes", "rows_168_bytes"])
+def test_descriptor_kernel_wherever_rows_are_16_bytes_apart(
+        row_bytes, a_offset, b_offset, readable, layout, dtype, device, check, launched,
+        monkeypatch):
+    module = matmul_module()
+    if not module.has_tma(device):
+        pytest.skip("this GPU has no TMA")
+    monkeypatch.setattr(module, "COPY_MIN_FLOPS", float("inf"))  # no copies
+    m, n, k = 272, 48, row_bytes // dtype.itemsize
+    a = stored(m, k, a_offset // dtype.itemsize, layout[0] == "c", device, dtype)
     b = stored(k, n, b_offset // dtype.itemsize, layout[1] == "c", device, dtype)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
-    descriptors = readable and layout[1] == "c"
-    assert module.reads_through_descriptors(a, b) == descriptors
-    expected_kernel = module.matmul_tma_kernel if descriptors else module.matmul_kernel
-    assert launched == [expected_kernel]
+    descriptors = layout in readable.split()
+    assert module.kernel_inputs(a, b)[2] == descriptors
+    assert launched == [module.matmul_tma_kernel if descriptors else module.matmul_kernel]
+
+
+@pytest.mark.parametrize("rows", [1, 16, 300])
+def test_few_rows_read_through_descriptors_too(rows, device, check, launched):
+    module = matmul_module()
+    if not module.has_tma(device):
+        pytest.skip("this GPU has no TMA")
+    a = torch.randn(rows, 80, device=device, dtype=torch.float16)
+    b = torch.randn(48, 80, device=device, dtype=torch.float16).t()  # as x @ w.t()
+    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float16, tensor_cores=True))
+    assert launched == [module.matmul_tma_kernel]
 
 
 def test_descriptor_ready():
@@ -178,10 +221,8 @@ def test_descriptor_ready():
     assert not descriptor_ready(torch.zeros(4, 12, dtype=torch.float16))  # rows 24 bytes apart
     assert not descriptor_ready(x[:, ::2])  # no stride of 1
     assert not descriptor_ready(torch.zeros(1, 16, dtype=torch.float16).expand(4, 16))
-    rows_of_48_bytes = torch.zeros(4, 24, dtype=torch.float16)
-    assert descriptor_ready(rows_of_48_bytes) and not descriptor_ready(rows_of_48_bytes, 32)
-    rows_16_bytes_in = torch.zeros(4, 40, dtype=torch.float16)[:, 8:]  # rows 80 bytes apart
-    assert descriptor_ready(rows_16_bytes_in) and not descriptor_ready(rows_16_bytes_in, 32)
+    assert descriptor_ready(torch.zeros(4, 24, dtype=torch.float16))  # rows 48 bytes apart
+    assert descriptor_ready(torch.zeros(4, 40, dtype=torch.float16)[:, 8:])  # start 16 bytes in
     # a matrix stored column by column is described through its transpose
     desc = descriptor(x.t())
     assert desc.shape == [4, 16] and desc.strides == [16, 1]
@@ -196,7 +237,7 @@ def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeyp
     monkeypatch.setattr(module, "interpreting", lambda: False)
     monkeypatch.setattr(module.torch.cuda, "get_device_capability", lambda device: capability)
     a, b = torch.zeros(272, 80), torch.zeros(48, 80).t()
-    assert module.reads_through_descriptors(a, b) == descriptors
+    assert module.kernel_inputs(a, b)[2] == descriptors
 
 
 def test_tile_shapes_follow_the_configuration_and_the_layout():
@@ -249,6 +290,30 @@ def test_aligned_copies_pad_k_with_zeros():
     assert padded_a.stride() == (16, 1) and padded_b.stride() == (1, 16)  # b column by column
     assert torch.equal(padded_a[:, :13], a) and torch.equal(padded_b[:13], b)
     assert not padded_a[:, 13:].any() and not padded_b[13:].any()
+
+
+@pytest.mark.parametrize("shape,offset,columns", [
+    ((5, 13), 0, False), ((5, 13), 0, True), ((3, 16), 1, False), ((6, 9), 0, True),
+], ids=["rows_26_bytes", "columns_26_bytes", "base_off_by_one", "columns_18_bytes"])
+def test_row_aligned_copies_what_a_descriptor_cannot_read(shape, offset, columns):
+    from triton_guide.matmul import descriptor_ready, layout, row_aligned
+
+    x = stored(*shape, offset, columns, "cpu", torch.float16)
+    assert not descriptor_ready(x)
+    copy = row_aligned(x)
+    assert descriptor_ready(copy) and torch.equal(copy, x)
+    assert copy.data_ptr() != x.data_ptr()
+    assert layout(copy)[0] == columns  # stored in x's own order: the copy reads long runs
+    assert row_aligned(copy) is copy  # nothing to do for a matrix a descriptor can read
+
+
+def test_row_aligned_lays_out_a_matrix_without_a_stride_of_1_by_rows():
+    from triton_guide.matmul import descriptor_ready, layout, row_aligned
+
+    every_other = torch.randn(4, 16, dtype=torch.float16)[:, ::2]
+    copy = row_aligned(every_other)
+    assert descriptor_ready(copy) and torch.equal(copy, every_other)
+    assert layout(copy)[0] is False
 
 
 def test_alignment_is_the_largest_power_of_two_dividing_all():

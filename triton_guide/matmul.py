@@ -6,9 +6,9 @@ that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``.
 
 Two kernels do this: :func:`matmul_kernel` loads its tiles through pointers;
-:func:`matmul_tma_kernel` through tensor descriptors (on Hopper, TMA copies of whole tiles),
-for products of more than ``FEW_ROWS`` rows whose ``b`` is stored column by column (see
-:func:`reads_through_descriptors`).
+:func:`matmul_tma_kernel` through tensor descriptors (on Hopper, TMA copies of whole tiles).
+:func:`kernel_inputs` chooses: descriptors wherever the GPU has TMA, except for small
+products whose rows a descriptor cannot read as they are.
 """
 
 from __future__ import annotations
@@ -335,8 +335,26 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         )
     if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
         return _matmul_op(a, b)
-    a, b = aligned_if_worth_it(a, b)
-    return product(a, b, descriptors=reads_through_descriptors(a, b))
+    a, b, descriptors = kernel_inputs(a, b)
+    return product(a, b, descriptors=descriptors)
+
+
+def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """What :func:`matmul` hands its kernel for ``a @ b``: ``(a, b, descriptors)``.
+
+    On a GPU with TMA (and under the interpreter), :func:`matmul_tma_kernel` reads a and b
+    through descriptors, after :func:`row_aligned` copies of any that a descriptor cannot
+    read (rows not 16 bytes apart), unless the product is too small to repay the copies.
+    Otherwise :func:`matmul_kernel` reads them through pointers, as they are or as their
+    :func:`aligned_copies` (see :func:`aligned_if_worth_it`).
+    """
+    (M, K), N = a.shape, b.shape[1]
+    if has_tma(a.device):
+        if descriptor_ready(a) and descriptor_ready(b):
+            return a, b, True
+        if 2 * M * N * K >= COPY_MIN_FLOPS:
+            return row_aligned(a), row_aligned(b), True
+    return *aligned_if_worth_it(a, b), False
 
 
 def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -374,52 +392,49 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
     return c
 
 
-def reads_through_descriptors(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether :func:`matmul` runs :func:`matmul_tma_kernel` for ``a @ b``: on a GPU with
-    TMA (Hopper or later; the interpreter too), when ``b`` is stored column by column
-    (``w.t()`` in ``x @ w.t()``, the copies of :func:`aligned_copies`), ``a`` has more than
-    ``FEW_ROWS`` rows, and every row (column) of both starts on a 32-byte boundary.
-    The measurements behind each condition are in benchmarks/NOTES.md (eleventh session).
-    """
-    return (layout(b)[0] and a.shape[0] > FEW_ROWS
-            and descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR)
-            and has_tma(a.device))
+# Measured on the H100 against cuBLAS, both kernels on the same inputs (benchmarks/tune.py
+# matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran level with pointers
+# or ahead in every layout and at every size, 1 row to 8192, and furthest ahead where the
+# pointer kernel reads b down its columns; the largest gap the other way, 3%.
+# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
+TMA_ALIGNMENT = 16
 
 
-# Measured on the H100 against cuBLAS (benchmarks/tune.py matmul_host_tma and
-# matmul_layouts): with b stored by columns the pointer kernel ran 0.73-0.80x at 4096^3 and
-# 4096 x 12288 x 4096, descriptors 0.93-1.03x; with b stored by rows the two tied at large
-# sizes. Rows 2000 bytes long (1000 float16 values) start every other one 16 bytes off a
-# 32-byte sector, and through descriptors they were slower still than through pointers:
-# 1000^3 with b by columns 0.56x against 0.75x. Products of FEW_ROWS rows or fewer keep
-# the pointer kernel and its narrow tiles: with b stored by rows, descriptors ran
-# 128 x 4096 x 4096 at 0.73x cuBLAS, the pointer kernel at 0.87x (not measured with b
-# stored by columns).
-FEW_ROWS = 256
-
-# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes;
-# the GPU's memory moves 32-byte sectors.
-TMA_ALIGNMENT, SECTOR = 16, 32
-
-
-def descriptor_ready(x: torch.Tensor, boundary: int = TMA_ALIGNMENT) -> bool:
-    """True when a tensor descriptor can read the matrix ``x`` with every row (column)
-    starting on a ``boundary``-byte boundary: x is stored row by row or column by column,
-    and its start and the distance between its rows (columns) are multiples of
-    ``boundary`` bytes (TMA needs at least 16)."""
+def descriptor_ready(x: torch.Tensor) -> bool:
+    """True when a tensor descriptor can read the matrix ``x``: x is stored row by row or
+    column by column, and its start and the distance between its rows (columns) are
+    multiples of 16 bytes, so every row (column) starts on a 16-byte boundary."""
     columns, _ = layout(x)
     stride = x.stride(1) if columns else x.stride(0)
     inner = x.stride(0) if columns else x.stride(1)
-    boundary = max(boundary, TMA_ALIGNMENT)
-    return (inner == 1 and stride > 0 and x.data_ptr() % boundary == 0
-            and stride * x.element_size() % boundary == 0)
+    return (inner == 1 and stride > 0 and x.data_ptr() % TMA_ALIGNMENT == 0
+            and stride * x.element_size() % TMA_ALIGNMENT == 0)
+
+
+def row_aligned(x: torch.Tensor) -> torch.Tensor:
+    """``x`` itself if :func:`descriptor_ready`, else the same values in a new buffer whose
+    rows start 16 bytes apart: a view of x's shape, stored in x's order (row by row, or
+    column by column if x is), so the copy reads and writes memory in long runs. The padding
+    at the end of each row is never read: a descriptor has x's shape, and the copy engine
+    returns zeros past it."""
+    if descriptor_ready(x):
+        return x
+    if layout(x)[0]:
+        return row_aligned(x.t()).t()
+    rows, cols = x.shape
+    per_boundary = TMA_ALIGNMENT // x.element_size()
+    buffer = torch.empty((rows, cdiv(cols, per_boundary) * per_boundary), dtype=x.dtype,
+                         device=x.device)
+    buffer[:, :cols] = x
+    return buffer[:, :cols]
 
 
 def has_tma(device: torch.device) -> bool:
     """Whether ``device`` has the TMA copy engine (compute capability 9.0 or higher). Older
     GPUs would run :func:`matmul_tma_kernel` with descriptors turned back into pointers by
     Triton, a variant never measured; they keep :func:`matmul_kernel`. Under the
-    interpreter, True: its descriptors are tested there like any other code."""
+    interpreter, True: its descriptors are tested there like any other code (the tests
+    also run the pointer kernel there, by turning this off)."""
     if interpreting():
         return True
     return torch.cuda.get_device_capability(device)[0] >= 9
@@ -441,9 +456,10 @@ def alignment(*values: int) -> int:
     return align
 
 
-# Below this many FLOPs (0.067 GFLOP) the two copies of aligned_copies cost more than the
-# aligned loads save: measured on the H100 between 255 x 257 x 259 (copying 8% slower) and
-# 383 x 385 x 387 (7% faster); benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md.
+# Below this many FLOPs (0.067 GFLOP) copying rows the kernels cannot read well costs more
+# than it saves: measured on the H100 for aligned_copies and the pointer kernel, between
+# 255 x 257 x 259 (copying 8% slower) and 383 x 385 x 387 (7% faster);
+# benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md.
 COPY_MIN_FLOPS = 2**26
 
 

@@ -14,8 +14,7 @@ You will learn:
 * grouped program ordering, when it helps the L2 cache and when it does not (step 2), with
   a picture drawn by the kernel's own program-to-tile helper;
 * autotuning tile sizes with ``triton.autotune`` (step 3);
-* reading tiles through tensor descriptors, Hopper's TMA copies, where B is stored column
-  by column (step 4);
+* reading tiles through tensor descriptors, Hopper's TMA copies (step 4);
 * what each step buys, as a fraction of cuBLAS, and TFLOP/s against size.
 """
 
@@ -26,9 +25,7 @@ import torch
 
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import Benchmark, tflop_per_s
-from triton_guide.matmul import (
-    SECTOR, descriptor_ready, layout, matmul_kernel, reads_through_descriptors,
-    unaligned_runs)
+from triton_guide.matmul import kernel_inputs, layout, matmul_kernel, unaligned_runs
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -241,10 +238,10 @@ for row_length in (1000, 4093, 4096):
 # %%
 # Check against PyTorch
 # ---------------------
-# :func:`~triton_guide.matmul.matmul` as the package exports it (the kernel above, or, for
-# some products with B stored by columns, step 4's below) at odd sizes in every dimension,
-# compared with a float64 product, with B as it is (stored row by row) and as a transposed
-# view (stored column by column, as ``w.t()`` is).
+# :func:`~triton_guide.matmul.matmul` as the package exports it at odd sizes in every
+# dimension, compared with a float64 product, with B as it is (stored row by row) and as a
+# transposed view (stored column by column, as ``w.t()`` is). It runs the kernel above, or
+# step 4's below, which needs rows that start 16 bytes apart; each line says which.
 
 for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
@@ -253,7 +250,8 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
         for layout, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
             error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
                                  rtol=tolerance(dtype, tensor_cores=True))
-            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} "
+            path = "step 4" if kernel_inputs(a, b_view)[2] else "step 3"
+            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} {path} "
                   f"relative error {error:.1e}")
 
 # %%
@@ -266,29 +264,29 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
 # after emptying the L2 cache, and for products of a few dozen to 256 rows that timing
 # favours tiles that are slower in a network's back-to-back calls, so those shapes only get
 # tiles 64 or 128 rows tall. These are the candidates in the current mode (a single one
-# under the interpreter, where there is nothing to time), and the winner for one product:
+# under the interpreter, where there is nothing to time), and the winner for one product,
+# run through this kernel (``matmul_pointer_loads``, step 3 on its own):
 
 for config in matmul_kernel.configs:
     print(" ", config)
 m, n, k = runtime.pick(interpreter=(129, 67, 250), gpu=(2048, 1536, 3072))
-matmul(torch.randn(m, k, device=device, dtype=torch.float16),
-       torch.randn(k, n, device=device, dtype=torch.float16))  # B by rows: this kernel
+matmul_pointer_loads(torch.randn(m, k, device=device, dtype=torch.float16),
+                     torch.randn(k, n, device=device, dtype=torch.float16))
 print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 
 # %%
-# Step 4: tensor descriptors where B is stored by columns
-# -------------------------------------------------------
-# ``x @ w.t()`` in a linear layer multiplies by a matrix stored column by column, and so
-# does the backward pass of any ``a @ b``: the gradient of ``a`` is ``grad @ b.t()``.
-# Step 3 reads such a B correctly (the ``B_COLUMNS`` hint above) but well below cuBLAS's
-# rate: the second ladder below measures it. So for those products
-# :func:`~triton_guide.matmul.matmul` runs a second kernel, the same loop with its tiles
-# read through *tensor descriptors*. The launcher builds one on the host for each matrix
+# Step 4: tensor descriptors
+# --------------------------
+# Step 3 computes every address it loads from: offsets, wraps round the edges, a mask
+# along K, and the alignment hints that keep its loads 16 bytes wide. A Hopper GPU can
+# fetch a whole tile with none of that, and :func:`~triton_guide.matmul.matmul` uses it: a
+# second kernel, the same loop with its tiles read through *tensor descriptors*. The
+# launcher builds one on the host for each matrix
 # (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the shape, the
-# strides, the tile shape) and the kernel asks for a tile by the coordinates of its corner,
-# ``desc.load([row, col])``. On Hopper GPUs that is done by TMA, a copy engine that moves
-# the tile into shared memory in one or a few instructions and returns zeros past the
-# edges, so there are no offsets to compute and no masks or wraps. A matrix stored by
+# strides, the tile shape) and the kernel asks for a tile by the coordinates of its
+# corner, ``desc.load([row, col])``. On Hopper GPUs that is done by TMA, a copy engine that
+# moves the tile into shared memory in one or a few instructions and returns zeros past
+# the edges, so there are no offsets to compute and no masks or wraps. A matrix stored by
 # columns is described as its transpose, whose rows are its columns, and ``.T`` turns each
 # tile back:
 #
@@ -300,56 +298,72 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 #
 # The descriptor's tile shape has to match the configuration the autotuner is trying, so
 # each configuration carries a pre-hook that sets it (``_set_tile_shapes`` in
-# ``triton_guide/matmul.py``). Not every product takes this path, for reasons measured on
-# an H100 and kept in ``benchmarks/NOTES.md``: with B stored by rows, descriptors and
-# pointers ran level; GPU memory moves in 32-byte *sectors*, and rows that start half-way
-# into one, as every other row of 1000 float16 values does, came slower through
-# descriptors than through pointers (measured before a fix to the descriptor kernel's store
-# that sped up exactly such shapes, so this condition may be stricter than it needs to
-# be); products of 256 rows or fewer keep the pointer kernel, whose narrow tiles suit
-# them (measured with B by rows only). TMA itself needs a Hopper GPU or later, and a base
-# and row stride that are multiples of 16 bytes. The launcher's rule, and what it decides
-# for a few products:
+# ``triton_guide/matmul.py``). TMA has a condition of its own: the matrix's start and the
+# distance between its rows (columns) must be multiples of 16 bytes. Rows of 4093 float16
+# values are 8186 bytes apart, and no descriptor can read them. For a product large enough
+# to repay it, the launcher copies such a matrix into a buffer whose rows are padded to
+# the next 16 bytes. Unlike step 3's copies, this one keeps the matrix's own order (rows
+# or columns), so it reads and writes memory in long runs, and it leaves the padding
+# unwritten: the descriptor has the matrix's own shape, and past it the copy engine
+# returns zeros. Small products of such rows, and GPUs without TMA, keep step 3's kernel.
+# Measured on an H100 on the same inputs, the descriptor kernel ran level with the pointer
+# kernel or ahead of it in every layout and from 1 row to 8192 (``benchmarks/NOTES.md``),
+# so the launcher's rule has no other condition:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: reads_through_descriptors
+#    :pyobject: kernel_inputs
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: row_aligned
+#
+# What it does for a few float16 products (in this mode):
 
-for m, n, k in [(4096, 4096, 4096), (1000, 1000, 1000), (128, 4096, 4096)]:
+for (m, n, k), order in [((4096, 4096, 4096), "by rows"), ((4096, 4096, 4096), "by columns"),
+                         ((1000, 1000, 1000), "by columns"), ((4095, 4097, 4093), "by rows"),
+                         ((127, 97, 257), "by rows")]:
     a = torch.empty(m, k, device=device, dtype=torch.float16)
-    for name, b in (("by rows", torch.empty(k, n, device=device, dtype=torch.float16)),
-                    ("by columns", torch.empty(n, k, device=device, dtype=torch.float16).t())):
-        path = "descriptors" if reads_through_descriptors(a, b) else "pointers"
-        sectors = descriptor_ready(a, SECTOR) and descriptor_ready(b, SECTOR)
-        b_runs = f"columns {k * 2}" if name == "by columns" else f"rows {n * 2}"
-        print(f"{m:>4} x {n} x {k:<4} B {name:<10}: {path:<11} (A's rows {k * 2} bytes "
-              f"apart, B's {b_runs}; every one starts on a 32-byte boundary: {sectors})")
+    if order == "by rows":
+        b = torch.empty(k, n, device=device, dtype=torch.float16)
+        b_runs = f"rows {n * 2}"
+    else:
+        b = torch.empty(n, k, device=device, dtype=torch.float16).t()
+        b_runs = f"columns {k * 2}"
+    a_in, b_in, descriptors = kernel_inputs(a, b)
+    copied = [name for name, x, x_in in (("A", a, a_in), ("B", b, b_in))
+              if x_in.data_ptr() != x.data_ptr()]
+    print(f"{m:>4} x {n} x {k:<4} B {order:<10} (A's rows {k * 2} bytes apart, B's {b_runs}): "
+          f"{'step 4' if descriptors else 'step 3'}, copies of {' and '.join(copied) or 'none'}")
 
 # %%
-# Checked against float64 with B stored by columns, at sizes that are not multiples of the
-# tiles, with rows multiple of 32 bytes long so that step 4 takes its descriptors:
+# Checked against float64, B stored by columns and by rows, at sizes that are not
+# multiples of the tiles, each with the path it took:
 
 for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
-                            gpu=[(4112, 4080, 1040), (1031, 517, 2064)]):
+                            gpu=[(4112, 4080, 1040), (1031, 517, 2063)]):
     a = torch.randn(m, k, device=device, dtype=torch.float16)
-    b = torch.randn(n, k, device=device, dtype=torch.float16).t()
-    error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
-                         rtol=tolerance(torch.float16, tensor_cores=True))
-    path = "descriptors" if reads_through_descriptors(a, b) else "pointers"
-    print(f"M={m:<5} N={n:<5} K={k:<5} float16, B by columns, {path}: relative error "
-          f"{error:.1e}")
+    for order, b in (("by columns", torch.randn(n, k, device=device, dtype=torch.float16).t()),
+                     ("by rows", torch.randn(k, n, device=device, dtype=torch.float16))):
+        error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
+                             rtol=tolerance(torch.float16, tensor_cores=True))
+        a_in, b_in, descriptors = kernel_inputs(a, b)
+        copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b.data_ptr()
+        copies = " after copies" if copied else ""
+        print(f"M={m:<5} N={n:<5} K={k:<5} float16, B {order:<10}: "
+              f"{'step 4' if descriptors else 'step 3'}{copies}, relative error {error:.1e}")
 
 # %%
 # What each step buys
 # -------------------
-# Steps 1 to 3, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
-# the GPU with thousands of tiles, timed in the same run. Each kernel is compiled (and the
-# last one autotuned) before timing.
+# Steps 1 to 4, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
+# the GPU with thousands of tiles, timed in the same run. Each kernel is compiled (and
+# steps 3 and 4 autotuned) before timing.
 
 ladder_n = 8192
 steps = {
     "step 1 row-major": matmul_row_major,
     "step 2 grouped": matmul_grouped,
     "step 3 autotuned": matmul_pointer_loads,
+    "step 4 descriptors": matmul,
     "cuBLAS": matmul_reference,
 }
 
@@ -380,9 +394,9 @@ for run in ladder:
         print(f"  {name:<18} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
 
 # %%
-# Step 4 changes nothing for that product, whose B is stored by rows. With B stored by
-# columns (the same sizes, ``b.t()`` of a square matrix), step 3 and step 4 against cuBLAS
-# on the same product:
+# The same product with B stored by columns (``b.t()`` of a square matrix, the layout of
+# ``x @ w.t()``), where step 3 reads B down its columns, against cuBLAS on the same
+# product:
 
 column_steps = {
     "step 3 pointer loads": matmul_pointer_loads,
@@ -464,7 +478,7 @@ for run in results:
         continue
     i = run.xs.index(ladder_n)
     same_gpu = [r for r in ladder if r.gpu == run.gpu]
-    ours_rates = [run["triton_guide"][i]] + [r["step 3 autotuned"][0] for r in same_gpu]
+    ours_rates = [run["triton_guide"][i]] + [r["step 4 descriptors"][0] for r in same_gpu]
     cublas_rates = [run["cuBLAS"][i]] + [r["cuBLAS"][0] for r in same_gpu]
     if run.ceiling:
         cublas_rates.append(run.ceiling.value)
@@ -490,8 +504,9 @@ for run in results:
 #   only when the programs running together fall inside a group.
 # * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
 #   run.
-# * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic; whether they beat
-#   pointer loads depends on the layout, so measure per layout and keep a rule.
+# * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic and no masks. They
+#   need rows 16 bytes apart, and a copy into padded rows can pay for itself. Measure both
+#   kernels on the same inputs before choosing between them.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
