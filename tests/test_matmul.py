@@ -147,7 +147,9 @@ def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, path, launc
     dtype = torch.float16
     a = stored(m, k, offset, layout[0] == "c", device, dtype)
     b = stored(k, n, offset, layout[1] == "c", device, dtype)
-    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    c = matmul(a, b)
+    check("matmul", c, expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    assert c.is_contiguous()  # also where the kernel wrote it in padded rows
     # copied when forced and a row (column) of a or b is not a multiple of 16 bytes long
     # or the data starts off a 16-byte boundary: a's rows are K long, its columns M; b's
     # rows N, its columns K
@@ -314,6 +316,17 @@ def test_row_aligned_lays_out_a_matrix_without_a_stride_of_1_by_rows():
     copy = row_aligned(every_other)
     assert descriptor_ready(copy) and torch.equal(copy, every_other)
     assert layout(copy)[0] is False
+
+
+@pytest.mark.parametrize("n,item_size,flops_needed,width", [
+    (4097, 2, 0, 4104), (4096, 2, 0, 4096), (1000, 2, 0, 1000), (1001, 4, 0, 1004),
+    (4097, 2, float("inf"), 4097),
+], ids=["float16_odd", "float16_even", "float16_2000_bytes", "float32_odd", "small_product"])
+def test_output_rows_padded_to_16_bytes_for_large_products(n, item_size, flops_needed, width,
+                                                           monkeypatch):
+    module = matmul_module()
+    monkeypatch.setattr(module, "COPY_MIN_FLOPS", flops_needed)
+    assert module.output_width(64, n, 64, item_size) == width
 
 
 def test_alignment_is_the_largest_power_of_two_dividing_all():

@@ -344,7 +344,8 @@ def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch
 
     On a GPU with TMA (and under the interpreter), :func:`matmul_tma_kernel` reads a and b
     through descriptors, after :func:`row_aligned` copies of any that a descriptor cannot
-    read (rows not 16 bytes apart), unless the product is too small to repay the copies.
+    read (rows not 16 bytes apart), unless the product is too small to repay the copies
+    (:func:`product` may pad c's rows too: see :func:`output_width`).
     Otherwise :func:`matmul_kernel` reads them through pointers, as they are or as their
     :func:`aligned_copies` (see :func:`aligned_if_worth_it`).
     """
@@ -373,23 +374,39 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
     M, K = a.shape
     N = b.shape[1]
     (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
+    # b's last column its descriptor reads zeros, so the padding columns hold zeros.
+    width = output_width(M, N, K, a.element_size()) if descriptors else N
+    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
 
     def grid(meta):
-        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
 
-    common = dict(C_ALIGN=alignment(N),  # c is contiguous: its rows are N elements apart
+    common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
                   A_COLUMNS=a_columns, B_COLUMNS=b_columns,
                   INT64_OFFSETS=needs_int64_offsets(a, b, c))
     if descriptors:
         fast_launch(matmul_tma_kernel)[grid](
-            descriptor(a), descriptor(b), c, M, N, K, c.stride(0), c.stride(1), **common)
+            descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1), **common)
     else:
         fast_launch(matmul_kernel)[grid](
             a, b, c, M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
             A_ALIGN=a_align, B_ALIGN=b_align, **common)
-    return c
+    return c if width == N else c[:, :N].contiguous()
+
+
+def output_width(M: int, N: int, K: int, item_size: int) -> int:
+    """The row length :func:`matmul_tma_kernel` writes c in: N, or, where N values are not a
+    multiple of 16 bytes and the product is large enough to repay one more copy, N rounded
+    up to one. Rows that start off a 16-byte boundary can only be stored one value at a
+    time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
+    4104 long (benchmarks/NOTES.md, twelfth session); copying out the 4097 columns costs
+    far less than the difference."""
+    per_boundary = TMA_ALIGNMENT // item_size
+    if N % per_boundary == 0 or 2 * M * N * K < COPY_MIN_FLOPS:
+        return N
+    return cdiv(N, per_boundary) * per_boundary
 
 
 # Measured on the H100 against cuBLAS, both kernels on the same inputs (benchmarks/tune.py

@@ -305,7 +305,12 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 # the next 16 bytes. Unlike step 3's copies, this one keeps the matrix's own order (rows
 # or columns), so it reads and writes memory in long runs, and it leaves the padding
 # unwritten: the descriptor has the matrix's own shape, and past it the copy engine
-# returns zeros. Small products of such rows, and GPUs without TMA, keep step 3's kernel.
+# returns zeros. The output has the same trouble: a row of 4097 float16 values starts off
+# a 16-byte boundary, and the store can write it only one value at a time. So for large
+# products the kernel writes c into rows padded to 16 bytes (the padding columns, products
+# with the zeros past B's edge, are zeros), and the launcher copies the real columns out
+# (:func:`~triton_guide.matmul.output_width`). Small products of such rows, and GPUs
+# without TMA, keep step 3's kernel.
 # Measured on an H100 on the same inputs, the descriptor kernel ran level with the pointer
 # kernel or ahead of it in every layout and from 1 row to 8192 (``benchmarks/NOTES.md``),
 # so the launcher's rule has no other condition:
