@@ -395,6 +395,9 @@ print(f"{ladder_n}^3 float16; steps 1 and 2 launch {num_programs} programs of "
 for run in ladder:
     print(run.gpu)
     for name in steps:
+        if name not in run.series:  # a recording older than this step
+            print(f"  {name:<18} not in this recording")
+            continue
         fraction = run[name][0] / run["cuBLAS"][0]
         print(f"  {name:<18} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
 
@@ -482,7 +485,7 @@ for run in results:
     if ladder_n not in run.xs:
         continue
     i = run.xs.index(ladder_n)
-    same_gpu = [r for r in ladder if r.gpu == run.gpu]
+    same_gpu = [r for r in ladder if r.gpu == run.gpu and "step 4 descriptors" in r.series]
     ours_rates = [run["triton_guide"][i]] + [r["step 4 descriptors"][0] for r in same_gpu]
     cublas_rates = [run["cuBLAS"][i]] + [r["cuBLAS"][0] for r in same_gpu]
     if run.ceiling:
