@@ -98,8 +98,10 @@ def matmul_shapes():
             slow_path["calls"] = 0
             host = host_us(lambda: tg.matmul(a, b), calls=300)
             through = slow_path["calls"]
-            kept = len(getattr(sys.modules["triton_guide.matmul"].matmul_kernel,
-                               "_triton_guide_launcher").compiled)
+            module = sys.modules["triton_guide.matmul"]
+            kept = sum(len(launcher.compiled) for launcher in (
+                getattr(kernel, "_triton_guide_launcher", None)
+                for kernel in (module.matmul_kernel, module.matmul_tma_kernel)) if launcher)
             called = tflop_per_s(2 * m * n * k, median_ms(lambda: tg.matmul(a, b)))
             name = f"{str(dtype)[6:]} {m}x{n}x{k}"
             print(f"{name:<24} {host:12.1f} {through:>11} {kept:>5} {called:18.1f}", flush=True)
