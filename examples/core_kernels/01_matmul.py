@@ -311,9 +311,10 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 # with the zeros past B's edge, are zeros), and the launcher copies the real columns out
 # (:func:`~triton_guide.matmul.output_width`). Small products of such rows, and GPUs
 # without TMA, keep step 3's kernel.
-# Measured on an H100 on the same inputs, the descriptor kernel ran level with the pointer
-# kernel or ahead of it in every layout and from 1 row to 8192 (``benchmarks/NOTES.md``),
-# so the launcher's rule has no other condition:
+# Measured on an H100 on the same inputs, from 1 row to 8192 and in every layout, the
+# descriptor kernel ran level with the pointer kernel (a few percent behind at worst) or
+# ahead of it, furthest where B is stored by columns (``benchmarks/NOTES.md``), so the
+# launcher's rule has no other condition:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: kernel_inputs
@@ -474,8 +475,11 @@ for run in results:
 # cuBLAS's call. At the small sizes, where the kernels take microseconds, one host can
 # stay under that limit while another, or the same one in another run, goes over it: a
 # ratio far below its neighbours at a small n, on one GPU only, is the host's, not the
-# kernel's. ``benchmarks/report.py`` times both ways, with and without the host's time,
-# and ``benchmarks/launch_overhead.py`` times the host alone.
+# kernel's. Step 4's launch costs the host more than step 3's: two descriptors to build,
+# which Triton encodes for the copy engine at every call, so on a GPU with TMA the small
+# sizes lose more to the host than the kernel gains. ``benchmarks/report.py`` times both
+# ways, with and without the host's time, and ``benchmarks/launch_overhead.py`` times the
+# host alone.
 #
 # And the same product timed twice in one run does not give the same rate twice. This
 # page times the 8192^3 float16 product up to three times per GPU (the steps ladder, the
