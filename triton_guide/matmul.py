@@ -373,7 +373,6 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
     :func:`matmul` has checked: the launch, without the choice of kernel."""
     M, K = a.shape
     N = b.shape[1]
-    (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
     # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
     # b's last column its descriptor reads zeros, so the padding columns hold zeros.
     width = output_width(M, N, K, a.element_size()) if descriptors else N
@@ -383,16 +382,18 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
 
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
-                  A_COLUMNS=a_columns, B_COLUMNS=b_columns,
                   INT64_OFFSETS=needs_int64_offsets(a, b, c))
     if descriptors:
         fast_launch(matmul_tma_kernel)[grid](
-            descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1), **common)
+            descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1),
+            A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b), **common)
     else:
+        (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
         fast_launch(matmul_kernel)[grid](
             a, b, c, M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            A_ALIGN=a_align, B_ALIGN=b_align, **common)
+            A_ALIGN=a_align, B_ALIGN=b_align, A_COLUMNS=a_columns, B_COLUMNS=b_columns,
+            **common)
     return c if width == N else c[:, :N].contiguous()
 
 
@@ -421,7 +422,7 @@ def descriptor_ready(x: torch.Tensor) -> bool:
     """True when a tensor descriptor can read the matrix ``x``: x is stored row by row or
     column by column, and its start and the distance between its rows (columns) are
     multiples of 16 bytes, so every row (column) starts on a 16-byte boundary."""
-    columns, _ = layout(x)
+    columns = stored_by_columns(x)
     stride = x.stride(1) if columns else x.stride(0)
     inner = x.stride(0) if columns else x.stride(1)
     return (inner == 1 and stride > 0 and x.data_ptr() % TMA_ALIGNMENT == 0
@@ -436,7 +437,7 @@ def row_aligned(x: torch.Tensor) -> torch.Tensor:
     returns zeros past it."""
     if descriptor_ready(x):
         return x
-    if layout(x)[0]:
+    if stored_by_columns(x):
         return row_aligned(x.t()).t()
     rows, cols = x.shape
     per_boundary = TMA_ALIGNMENT // x.element_size()
@@ -460,17 +461,17 @@ def has_tma(device: torch.device) -> bool:
 def descriptor(x: torch.Tensor) -> TensorDescriptor:
     """A tensor descriptor over ``x`` (over ``x.t()`` if x is stored column by column), with
     a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
-    if layout(x)[0]:
+    if stored_by_columns(x):
         x = x.t()
     return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:
     """The largest power of two, up to 16, that divides every one of ``values``."""
-    align = 16
-    while align > 1 and any(value % align for value in values):
-        align //= 2
-    return align
+    bits = 16  # the lowest bit set in any of them (or 16) is that power of two
+    for value in values:
+        bits |= value
+    return bits & -bits
 
 
 # Below this many FLOPs (0.067 GFLOP) copying rows the kernels cannot read well costs more
@@ -493,6 +494,12 @@ def layout(x: torch.Tensor) -> tuple[bool, int]:
     if x.stride(0) == 1:
         return True, alignment(x.stride(1), x.shape[0])
     return False, 1
+
+
+def stored_by_columns(x: torch.Tensor) -> bool:
+    """``layout(x)[0]`` without the alignment: x has a stride of 1 down its columns and
+    not along its rows (a transposed view)."""
+    return x.stride(1) != 1 and x.stride(0) == 1
 
 
 def unaligned_runs(x: torch.Tensor) -> bool:
