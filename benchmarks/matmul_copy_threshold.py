@@ -1,7 +1,8 @@
 """Where copying ragged inputs pays: matmul of rows that cannot be read 16 bytes at a time
 (K odd), timed with the copies ``matmul`` makes (``row_aligned`` for its descriptor kernel on
-GPUs with TMA, ``aligned_copies`` for its pointer kernel elsewhere) and without them (the
-pointer kernel on the inputs as they are), against cuBLAS.
+GPUs with TMA, which also writes c in padded rows and copies it out, as N is odd here;
+``aligned_copies`` for its pointer kernel elsewhere) and without them (the pointer kernel
+on the inputs as they are), against cuBLAS.
 
     python benchmarks/matmul_copy_threshold.py      (CUDA GPU; the log goes in benchmarks/logs)
 

@@ -55,8 +55,8 @@ MATMUL_SHAPES = (
 )
 # The same products with b stored column by column, as ``x @ w.t()`` in a linear layer (its
 # weight is stored out x in) and every ``grad @ b.t()`` of a backward pass: the projections,
-# a square, and two shapes the package keeps on its pointer kernel (rows 2000 bytes long,
-# few rows). Tallied on their own, so the mean over MATMUL_SHAPES stays comparable.
+# a square, rows 2000 bytes long and few rows (the last two kept the pointer kernel until the
+# twelfth session). Tallied on their own, so the mean over MATMUL_SHAPES stays comparable.
 MATMUL_COLUMN_SHAPES = (
     [(4096, 4096, 4096), (4096, 12288, 4096), (4096, 16384, 4096), (4096, 4096, 16384),
      (4096, 32000, 4096), (1000, 1000, 1000), (128, 4096, 4096)]

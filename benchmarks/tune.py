@@ -448,7 +448,7 @@ def _path_features(a, b):
 
 # Rules for when matmul reads through descriptors, each a function of _path_features.
 PATH_RULES = {
-    "kept (b by columns, >256 rows, 32-byte rows)":
+    "eleventh session's (b by columns, >256 rows, 32-byte rows)":
         lambda f: f["b_columns"] and f["rows"] > 256 and f["ready32"],
     "b by columns, >256 rows, 16-byte rows":
         lambda f: f["b_columns"] and f["rows"] > 256 and f["ready16"],
@@ -456,7 +456,7 @@ PATH_RULES = {
         lambda f: f["b_columns"] and f["ready16"],
     "any layout, >256 rows, 16-byte rows":
         lambda f: f["rows"] > 256 and f["ready16"],
-    "any layout, 16-byte rows (any M)": lambda f: f["ready16"],
+    "any layout, 16-byte rows (any M; kept)": lambda f: f["ready16"],
 }
 
 
@@ -478,7 +478,7 @@ def _paths_compile(cases):
 
 def tune_matmul_paths(cases, workers=8):
     """Both of the package's kernels on the same prepared inputs (``aligned_if_worth_it``,
-    as ``matmul`` prepares them), each autotuned, against cuBLAS, in GPU time on cold inputs;
+    as ``matmul`` prepared them before the twelfth session), each autotuned, against cuBLAS, in GPU time on cold inputs;
     then, for the rules in PATH_RULES, the geometric mean and worst ratio each would give.
     A third path copies both inputs (``aligned_copies``, b by columns, K padded to 16) and
     reads them through descriptors, the copies timed in; a fourth is ``matmul`` itself, with

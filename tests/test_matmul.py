@@ -25,15 +25,22 @@ def matmul_module():
 
 @pytest.fixture(params=["descriptors", "pointers"])
 def path(request, device, monkeypatch):
-    """The kernel matmul takes where both could run: through tensor descriptors (where the
-    GPU has TMA, and under the interpreter), or, with TMA turned off as on older GPUs,
-    through pointers."""
+    """The kernel matmul takes: through tensor descriptors (where the GPU has TMA, and under
+    the interpreter), with every input copied to 16-byte boundaries however small the
+    product, or, with TMA turned off as on older GPUs, through pointers."""
     module = matmul_module()
     if request.param == "pointers":
         monkeypatch.setattr(module, "has_tma", lambda device: False)
     elif not module.has_tma(device):
         pytest.skip("this GPU has no TMA")
+    else:
+        monkeypatch.setattr(module, "COPY_MIN_FLOPS", 0)
     return request.param
+
+
+def kernel_of(path):
+    module = matmul_module()
+    return module.matmul_tma_kernel if path == "descriptors" else module.matmul_kernel
 
 
 @pytest.fixture
@@ -53,11 +60,13 @@ def launched(monkeypatch):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
-def test_matches_torch(shape, dtype, path, device, check):
+def test_matches_torch(shape, dtype, path, launched, device, check):
     m, n, k = shape
     a = torch.randn(m, k, device=device, dtype=dtype)
     b = torch.randn(k, n, device=device, dtype=dtype)
-    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    c = matmul(a, b)
+    check("matmul", c, expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    assert launched == [kernel_of(path)] and c.shape == (m, n) and c.is_contiguous()
 
 
 @pytest.mark.parametrize(
@@ -65,18 +74,20 @@ def test_matches_torch(shape, dtype, path, device, check):
     [(True, False), (False, True), (True, True)],
     ids=["a_transposed", "b_transposed", "both_transposed"],
 )
-def test_transposed_inputs(transpose_a, transpose_b, path, device, check):
+def test_transposed_inputs(transpose_a, transpose_b, path, launched, device, check):
     m, n, k = 37, 45, 70
     a = torch.randn(k, m, device=device).t() if transpose_a else torch.randn(m, k, device=device)
     b = torch.randn(n, k, device=device).t() if transpose_b else torch.randn(k, n, device=device)
     assert a.is_contiguous() != transpose_a and b.is_contiguous() != transpose_b
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float32, tensor_cores=True))
+    assert launched == [kernel_of(path)]
 
 
-def test_row_and_column_slices(path, device, check):
+def test_row_and_column_slices(path, launched, device, check):
     a = torch.randn(2 * 37, 70, device=device)[::2]
     b = torch.randn(70, 3 * 45, device=device)[:, ::3]
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(torch.float32, tensor_cores=True))
+    assert launched == [kernel_of(path)]
 
 
 def test_output_dtype_follows_inputs(device):
@@ -158,7 +169,7 @@ def test_rows_aligned_to_less_than_16(shape, offset, copies, layout, path, launc
     if path == "pointers":
         assert bool(copied) == (copies and unaligned)
         assert launched == [module.matmul_kernel]
-    else:  # a descriptor reads rows 16 bytes apart as they are, and copies of the others
+    else:  # descriptors read rows on 16-byte boundaries as they are, copies of the others
         assert not copied
         descriptors = copies or not unaligned
         assert launched == [module.matmul_tma_kernel if descriptors else module.matmul_kernel]
@@ -174,7 +185,7 @@ def stored(rows, cols, offset, columns, device, dtype):
 
 # Where the GPU has TMA (and under the interpreter), matmul reads a and b through tensor
 # descriptors whenever the start and the row (column) stride of both are multiples of 16
-# bytes, whatever the layout and the number of rows; other inputs of small products go
+# bytes (every row starts on a 16-byte boundary), whatever the layout and the number of rows; other inputs of small products go
 # through pointers (larger ones are copied first: test_rows_aligned_to_less_than_16).
 # a is 272 x K, its rows row_bytes apart (its columns 272 elements apart); b is K x 48, its
 # rows 48 elements apart (its columns row_bytes apart). readable: the layouts (a, b by rows
@@ -184,9 +195,9 @@ def stored(rows, cols, offset, columns, device, dtype):
 @pytest.mark.parametrize("row_bytes,a_offset,b_offset,readable", [
     (160, 0, 0, "rr rc cr cc"), (160, 4, 0, ""), (160, 0, 4, ""), (160, 16, 0, "rr rc cr cc"),
     (144, 0, 0, "rr rc cr cc"), (168, 0, 0, "cr"),
-], ids=["rows_16_bytes_apart", "a_base_off_by_4_bytes", "b_base_off_by_4_bytes",
+], ids=["rows_160_bytes", "a_base_off_by_4_bytes", "b_base_off_by_4_bytes",
         "a_base_off_by_16_bytes", "rows_144_bytes", "rows_168_bytes"])
-def test_descriptor_kernel_wherever_rows_are_16_bytes_apart(
+def test_descriptor_kernel_wherever_rows_start_on_16_byte_boundaries(
         row_bytes, a_offset, b_offset, readable, layout, dtype, device, check, launched,
         monkeypatch):
     module = matmul_module()
@@ -203,7 +214,7 @@ def test_descriptor_kernel_wherever_rows_are_16_bytes_apart(
 
 
 @pytest.mark.parametrize("rows", [1, 16, 300])
-def test_few_rows_read_through_descriptors_too(rows, device, check, launched):
+def test_any_number_of_rows_reads_through_descriptors(rows, device, check, launched):
     module = matmul_module()
     if not module.has_tma(device):
         pytest.skip("this GPU has no TMA")
@@ -307,6 +318,28 @@ def test_row_aligned_copies_what_a_descriptor_cannot_read(shape, offset, columns
     assert copy.data_ptr() != x.data_ptr()
     assert layout(copy)[0] == columns  # stored in x's own order: the copy reads long runs
     assert row_aligned(copy) is copy  # nothing to do for a matrix a descriptor can read
+
+
+@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])
+def test_descriptor_kernel_never_reads_the_padding(layout, device):
+    # Rows padded with NaN past their end, as row_aligned's buffers may hold anything there:
+    # the descriptors have the matrices' own shapes, so a NaN in c means padding was read.
+    from triton_guide.matmul import descriptor_ready, product
+
+    def nan_padded(rows, cols, columns):
+        shape = (cols, rows + 5) if columns else (rows, cols + 5)
+        buffer = torch.full(shape, float("nan"), device=device, dtype=torch.float16)
+        buffer[:, :shape[1] - 5] = torch.randn(shape[0], shape[1] - 5, device=device,
+                                               dtype=torch.float16)
+        x = buffer[:, :shape[1] - 5]
+        return x.t() if columns else x
+
+    m, n, k = 35, 19, 43  # padded by 5 to 40, 24 and 48: 80, 48 and 96 bytes
+    a, b = nan_padded(m, k, layout[0] == "c"), nan_padded(k, n, layout[1] == "c")
+    assert descriptor_ready(a) and descriptor_ready(b)
+    c = product(a, b, descriptors=True)
+    assert not c.isnan().any()
+    torch.testing.assert_close(c.double(), expected(a, b), rtol=1e-2, atol=1e-2)
 
 
 def test_row_aligned_lays_out_a_matrix_without_a_stride_of_1_by_rows():

@@ -121,7 +121,8 @@ def few_rows_tile_height(M: int) -> int:
     rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
     slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
     several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, with
-    ``benchmarks/tune.py matmul_picks``; see benchmarks/NOTES.md.
+    ``benchmarks/tune.py matmul_picks``, for the pointer kernel; the descriptor kernel takes
+    the same rule, not measured on its own. See benchmarks/NOTES.md.
     """
     if 64 < M <= 128:
         return 128
@@ -339,12 +340,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return product(a, b, descriptors=descriptors)
 
 
+# Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
+# (benchmarks/tune.py matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran
+# level with pointers or ahead in every layout and at every size, 1 row to 8192, furthest
+# ahead where the pointer kernel reads b down its columns; the largest gap the other way,
+# 3%. float32 (tf32) takes the same rule, checked by the tests but not timed.
 def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """What :func:`matmul` hands its kernel for ``a @ b``: ``(a, b, descriptors)``.
 
     On a GPU with TMA (and under the interpreter), :func:`matmul_tma_kernel` reads a and b
     through descriptors, after :func:`row_aligned` copies of any that a descriptor cannot
-    read (rows not 16 bytes apart), unless the product is too small to repay the copies
+    read (a start or rows off 16-byte boundaries, or no stride of 1), unless the product
+    is too small to repay the copies
     (:func:`product` may pad c's rows too: see :func:`output_width`).
     Otherwise :func:`matmul_kernel` reads them through pointers, as they are or as their
     :func:`aligned_copies` (see :func:`aligned_if_worth_it`).
@@ -410,10 +417,6 @@ def output_width(M: int, N: int, K: int, item_size: int) -> int:
     return cdiv(N, per_boundary) * per_boundary
 
 
-# Measured on the H100 against cuBLAS, both kernels on the same inputs (benchmarks/tune.py
-# matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran level with pointers
-# or ahead in every layout and at every size, 1 row to 8192, and furthest ahead where the
-# pointer kernel reads b down its columns; the largest gap the other way, 3%.
 # A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
 TMA_ALIGNMENT = 16
 
@@ -431,7 +434,7 @@ def descriptor_ready(x: torch.Tensor) -> bool:
 
 def row_aligned(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself if :func:`descriptor_ready`, else the same values in a new buffer whose
-    rows start 16 bytes apart: a view of x's shape, stored in x's order (row by row, or
+    rows start on 16-byte boundaries: a view of x's shape, stored in x's order (row by row, or
     column by column if x is), so the copy reads and writes memory in long runs. The padding
     at the end of each row is never read: a descriptor has x's shape, and the copy engine
     returns zeros past it."""
@@ -474,10 +477,12 @@ def alignment(*values: int) -> int:
     return bits & -bits
 
 
-# Below this many FLOPs (0.067 GFLOP) copying rows the kernels cannot read well costs more
-# than it saves: measured on the H100 for aligned_copies and the pointer kernel, between
-# 255 x 257 x 259 (copying 8% slower) and 383 x 385 x 387 (7% faster);
-# benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md.
+# Below this many FLOPs (0.067 GFLOP) matmul copies nothing (aligned_copies, row_aligned,
+# or c in padded rows). Measured on the H100 for aligned_copies and the pointer kernel:
+# copying was 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387. The copies of
+# the descriptor path won in GPU time at every size measured, down to 127 x 129 x 131, but
+# each is one more launch for the host, whose time decides at these sizes; so the threshold
+# stayed. benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md (twelfth session).
 COPY_MIN_FLOPS = 2**26
 
 

@@ -8,9 +8,9 @@ up one idea at a time, each step a kernel that runs and is tested.
    input tiles in L2.
 3. :func:`matmul_pointer_loads`: tile shapes chosen by ``triton.autotune``, and the
    launcher's alignment hints: :func:`triton_guide.matmul.matmul_kernel`.
-4. :func:`triton_guide.matmul`: the same, except that for products whose ``b`` is stored
-   column by column it reads the tiles through tensor descriptors
-   (:func:`triton_guide.matmul.matmul_tma_kernel`).
+4. :func:`triton_guide.matmul`: the same loop with its tiles read through tensor
+   descriptors (:func:`triton_guide.matmul.matmul_tma_kernel`), wherever the GPU has TMA
+   (large products whose rows a descriptor cannot read are copied first).
 
 :func:`program_tiles` runs the grouped-order helper on its own, to show which tile each
 program computes.

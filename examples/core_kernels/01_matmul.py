@@ -241,7 +241,8 @@ for row_length in (1000, 4093, 4096):
 # :func:`~triton_guide.matmul.matmul` as the package exports it at odd sizes in every
 # dimension, compared with a float64 product, with B as it is (stored row by row) and as a
 # transposed view (stored column by column, as ``w.t()`` is). It runs the kernel above, or
-# step 4's below, which needs rows that start 16 bytes apart; each line says which.
+# step 4's below, which needs rows that start on 16-byte boundaries (copying those that do
+# not, for large products); each line says which.
 
 for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
@@ -250,9 +251,11 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
         for layout, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
             error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
                                  rtol=tolerance(dtype, tensor_cores=True))
-            path = "step 4" if kernel_inputs(a, b_view)[2] else "step 3"
-            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} {path} "
-                  f"relative error {error:.1e}")
+            a_in, b_in, descriptors = kernel_inputs(a, b_view)
+            copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b_view.data_ptr()
+            path = ("step 4" + (" after copies" if copied else "")) if descriptors else "step 3"
+            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} "
+                  f"{path:<19} relative error {error:.1e}")
 
 # %%
 # Autotuning
@@ -311,10 +314,11 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 # with the zeros past B's edge, are zeros), and the launcher copies the real columns out
 # (:func:`~triton_guide.matmul.output_width`). Small products of such rows, and GPUs
 # without TMA, keep step 3's kernel.
-# Measured on an H100 on the same inputs, from 1 row to 8192 and in every layout, the
-# descriptor kernel ran level with the pointer kernel (a few percent behind at worst) or
-# ahead of it, furthest where B is stored by columns (``benchmarks/NOTES.md``), so the
-# launcher's rule has no other condition:
+# Measured on an H100 on the same float16 and bfloat16 inputs, from 1 row to 8192 and in
+# every layout, the descriptor kernel ran level with the pointer kernel (a few percent
+# behind at worst) or ahead of it, furthest where B is stored by columns
+# (``benchmarks/NOTES.md``), so the launcher's rule has no other condition (float32 was
+# checked, not timed):
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: kernel_inputs
@@ -517,7 +521,7 @@ for run in results:
 # * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
 #   run.
 # * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic and no masks. They
-#   need rows 16 bytes apart, and a copy into padded rows can pay for itself. Measure both
+#   need rows on 16-byte boundaries, and a copy into padded rows can pay for itself. Measure both
 #   kernels on the same inputs before choosing between them.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
