@@ -360,7 +360,7 @@ def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch
     if has_tma(a.device):
         if descriptor_ready(a) and descriptor_ready(b):
             return a, b, True
-        if 2 * M * N * K >= COPY_MIN_FLOPS:
+        if repays_copies(M, N, K):
             return row_aligned(a), row_aligned(b), True
     return *aligned_if_worth_it(a, b), False
 
@@ -369,7 +369,7 @@ def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor,
     """``a`` and ``b`` as they are, or their :func:`aligned_copies` when rows the kernels
     cannot read 16 bytes at a time would cost more than the copies (``COPY_MIN_FLOPS``)."""
     (M, K), N = a.shape, b.shape[1]
-    if 2 * M * N * K >= COPY_MIN_FLOPS and (unaligned_runs(a) or unaligned_runs(b)):
+    if repays_copies(M, N, K) and (unaligned_runs(a) or unaligned_runs(b)):
         return aligned_copies(a, b)
     return a, b
 
@@ -411,10 +411,13 @@ def output_width(M: int, N: int, K: int, item_size: int) -> int:
     time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
     4104 long (benchmarks/NOTES.md, twelfth session); copying out the 4097 columns costs
     far less than the difference."""
+    return padded_length(N, item_size) if repays_copies(M, N, K) else N
+
+
+def padded_length(length: int, item_size: int) -> int:
+    """``length`` values of ``item_size`` bytes, rounded up to fill a multiple of 16 bytes."""
     per_boundary = TMA_ALIGNMENT // item_size
-    if N % per_boundary == 0 or 2 * M * N * K < COPY_MIN_FLOPS:
-        return N
-    return cdiv(N, per_boundary) * per_boundary
+    return cdiv(length, per_boundary) * per_boundary
 
 
 # A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
@@ -443,8 +446,7 @@ def row_aligned(x: torch.Tensor) -> torch.Tensor:
     if stored_by_columns(x):
         return row_aligned(x.t()).t()
     rows, cols = x.shape
-    per_boundary = TMA_ALIGNMENT // x.element_size()
-    buffer = torch.empty((rows, cdiv(cols, per_boundary) * per_boundary), dtype=x.dtype,
+    buffer = torch.empty((rows, padded_length(cols, x.element_size())), dtype=x.dtype,
                          device=x.device)
     buffer[:, :cols] = x
     return buffer[:, :cols]
@@ -484,6 +486,12 @@ def alignment(*values: int) -> int:
 # each is one more launch for the host, whose time decides at these sizes; so the threshold
 # stayed. benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md (twelfth session).
 COPY_MIN_FLOPS = 2**26
+
+
+def repays_copies(M: int, N: int, K: int) -> bool:
+    """Whether an M x N x K product is large enough for matmul to copy its inputs or its
+    output into better-aligned rows (``COPY_MIN_FLOPS``)."""
+    return 2 * M * N * K >= COPY_MIN_FLOPS
 
 
 def layout(x: torch.Tensor) -> tuple[bool, int]:
