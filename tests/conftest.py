@@ -47,6 +47,23 @@ def wrong_device() -> torch.device:
 
 
 @pytest.fixture
+def launched(monkeypatch):
+    """The kernels ``triton_guide.matmul`` launches (through ``fast_launch``), in order."""
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")  # the package exports the function
+    kernels = []
+    real_fast_launch = module.fast_launch
+
+    def spied_fast_launch(kernel):
+        kernels.append(kernel)
+        return real_fast_launch(kernel)
+
+    monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
+    return kernels
+
+
+@pytest.fixture
 def check():
     """``check(op, actual, reference, rtol=..., atol=..., name=...)``: compare and record."""
 

@@ -43,21 +43,6 @@ def kernel_of(path):
     return module.matmul_tma_kernel if path == "descriptors" else module.matmul_kernel
 
 
-@pytest.fixture
-def launched(monkeypatch):
-    """The kernels matmul launches, in order."""
-    module = matmul_module()
-    kernels = []
-    real_fast_launch = module.fast_launch
-
-    def spied_fast_launch(kernel):
-        kernels.append(kernel)
-        return real_fast_launch(kernel)
-
-    monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
-    return kernels
-
-
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}-N{}-K{}".format(*s))
 def test_matches_torch(shape, dtype, path, launched, device, check):

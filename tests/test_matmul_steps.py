@@ -64,16 +64,11 @@ def test_step_resolves_negative_bit_views(step, device, check):
     check("matmul steps", step(a, b), expected, rtol=tolerance(torch.float32, tensor_cores=True))
 
 
-def test_pointer_loads_read_b_by_columns_through_the_pointer_kernel(device, check,
-                                                                  monkeypatch):
+def test_pointer_loads_read_b_by_columns_through_the_pointer_kernel(device, check, launched):
     # A shape and layout for which triton_guide.matmul reads through descriptors.
     import importlib
 
     module = importlib.import_module("triton_guide.matmul")
-    launched = []
-    real_fast_launch = module.fast_launch
-    monkeypatch.setattr(module, "fast_launch",
-                        lambda kernel: launched.append(kernel) or real_fast_launch(kernel))
     if not module.has_tma(device):
         pytest.skip("this GPU has no TMA")
     a = torch.randn(272, 80, device=device)
