@@ -298,14 +298,13 @@ def tune_matmul_layouts(cases):
     column. ``cases`` are (dtype, M, N, K, layout): layout "rr" is a and b row by row, "cr"
     a stored column by column (a transposed view, as in a backward pass), "rc" b so (as
     ``x @ weight.t()`` in a linear layer), "cc" both."""
-    from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
+    from triton_guide.benchmark import matmul_tflop_per_s
     from triton_guide.matmul import matmul
 
     print("matmul: a and b by rows (r) or by columns (c), TFLOP/s, GPU time")
     ratios = []
     for dtype, M, N, K, layout in cases:
-        pairs = [(laid_out(a, layout[0] == "c"), laid_out(b, layout[1] == "c"))
-                 for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        pairs = cold_pairs_laid_out(dtype, M, N, K, layout)
         for a, b in pairs[:2]:  # the first call tunes; the second reuses its choice
             ref = a.double() @ b.double()
             err = relative_error(matmul(a, b), ref)
@@ -359,6 +358,15 @@ def laid_out(x, columns):
     return x.t().contiguous().t() if columns else x
 
 
+def cold_pairs_laid_out(dtype, M, N, K, layout):
+    """``cold_matmul_inputs`` with a and b stored as ``layout`` says ("rc": a by rows, b by
+    columns; see tune_matmul_layouts)."""
+    from triton_guide.benchmark import cold_matmul_inputs
+
+    return [(laid_out(a, layout[0] == "c"), laid_out(b, layout[1] == "c"))
+            for a, b in cold_matmul_inputs(M, N, K, dtype)]
+
+
 def row_padded_view(x, multiple=64):
     """The same values as ``x`` in a buffer whose rows are padded to a multiple of
     ``multiple`` elements: a view of the same size, only the row stride differs."""
@@ -386,7 +394,7 @@ def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
     transposed view) or "padded" (rows padded to 64 elements, views of the same sizes)."""
     import multiprocessing as mp
 
-    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
+    from triton_guide.benchmark import gpu_ms, matmul_tflop_per_s
     from triton_guide.matmul_steps import matmul_pointer_loads as matmul
 
     start = time.time()
@@ -397,7 +405,7 @@ def tune_matmul_host_tma(cases, candidates=HOST_TMA_CANDIDATES, workers=12):
           f"{time.time() - start:.0f} s; TFLOP/s, GPU time, cold inputs")
     ratios = {"pointers": [], "descriptors": []}
     for dtype, M, N, K, layout in cases:
-        pairs = [(a, laid_out(b, layout[1] == "c")) for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        pairs = cold_pairs_laid_out(dtype, M, N, K, layout)  # a by rows: layout[0] is not "c"
         if layout == "padded":
             pairs = [(row_padded_view(a), row_padded_view(b)) for a, b in pairs]
         ref = pairs[0][0].double() @ pairs[0][1].double()
@@ -486,7 +494,7 @@ def tune_matmul_paths(cases, workers=8):
     tune_matmul_layouts."""
     import multiprocessing as mp
 
-    from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
+    from triton_guide.benchmark import matmul_tflop_per_s
     from triton_guide.matmul import aligned_copies, aligned_if_worth_it, matmul, product
 
     def pointers(a, b):
@@ -507,8 +515,7 @@ def tune_matmul_paths(cases, workers=8):
     rows = []
     for dtype, M, N, K, layout in cases:
         start = time.time()
-        pairs = [(laid_out(a, layout[0] == "c"), laid_out(b, layout[1] == "c"))
-                 for a, b in cold_matmul_inputs(M, N, K, dtype)]
+        pairs = cold_pairs_laid_out(dtype, M, N, K, layout)
         features = _path_features(*aligned_if_worth_it(*pairs[0]))
         paths = {"pointers": pointers, "copies": copies, "matmul": matmul}
         if features["ready16"]:
