@@ -486,8 +486,9 @@ def _paths_compile(cases):
 
 def tune_matmul_paths(cases, workers=8):
     """Both of the package's kernels on the same prepared inputs (``aligned_if_worth_it``,
-    as ``matmul`` prepared them before the twelfth session), each autotuned, against cuBLAS, in GPU time on cold inputs;
-    then, for the rules in PATH_RULES, the geometric mean and worst ratio each would give.
+    as ``matmul`` prepared them before the twelfth session), each autotuned, against cuBLAS,
+    in GPU time on cold inputs; then, for the rules in PATH_RULES, the geometric mean and
+    worst ratio each would give.
     A third path copies both inputs (``aligned_copies``, b by columns, K padded to 16) and
     reads them through descriptors, the copies timed in; a fourth is ``matmul`` itself, with
     whatever copies it makes. ``cases``: (dtype, M, N, K, layout) as in
