@@ -19,7 +19,6 @@ from __future__ import annotations
 import cProfile
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,17 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
 from triton_guide import launch  # noqa: E402
-
-
-def host_us(fn, calls=2000):
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
-    return host
+from triton_guide.benchmark import host_us  # noqa: E402
 
 
 def print_profile(fn, calls, lines):

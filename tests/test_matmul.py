@@ -233,9 +233,23 @@ def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeyp
 
     module = importlib.import_module("triton_guide.matmul")
     monkeypatch.setattr(module, "interpreting", lambda: False)
-    monkeypatch.setattr(module.torch.cuda, "get_device_capability", lambda device: capability)
+    monkeypatch.setattr(module, "compute_capability", lambda device: capability)
     a, b = torch.zeros(272, 80), torch.zeros(48, 80).t()
     assert module.kernel_inputs(a, b)[2] == descriptors
+
+
+def test_the_capability_is_asked_of_torch_once_per_gpu(monkeypatch):
+    module = matmul_module()
+    asked = []
+    monkeypatch.setattr(module.torch.cuda, "get_device_capability",
+                        lambda index: asked.append(index) or (9, index))
+    module._capability_of.cache_clear()
+    try:
+        answers = [module.compute_capability(torch.device("cuda", index))
+                   for index in (0, 1, 0, 1, 0)]
+    finally:
+        module._capability_of.cache_clear()  # forget the fake answers
+    assert (answers, asked) == ([(9, 0), (9, 1), (9, 0), (9, 1), (9, 0)], [0, 1])
 
 
 def test_tile_shapes_follow_the_configuration_and_the_layout():

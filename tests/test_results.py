@@ -277,12 +277,12 @@ def test_record_script_refuses_without_a_gpu():
 
 
 @needs_interpreter
-@pytest.mark.parametrize("timer", ["median_ms", "gpu_ms", "queued_ms"])
+@pytest.mark.parametrize("timer", ["median_ms", "host_us", "gpu_ms", "queued_ms"])
 def test_timers_refuse_under_the_interpreter(timer):
     ran = []
     call = lambda: ran.append(1)  # noqa: E731
     with pytest.raises(RuntimeError, match="Timings need a GPU"):
-        getattr(benchmark, timer)(call if timer == "median_ms" else [call])
+        getattr(benchmark, timer)(call if timer in ("median_ms", "host_us") else [call])
     assert ran == []
 
 
@@ -323,6 +323,21 @@ def test_a_live_run_writes_what_it_measured(page, tmp_path, monkeypatch):
     assert ([s["values"] for s in entry["series"]], entry["ceiling"]["value"],
             written["kernel_source"]) == ([[1000.0] * 3, [500.0] * 3], 999.0,
                                           store.kernel_source(PAGE_SOURCE))
+
+
+def test_gpu_time_sweeps_time_each_variants_list_of_calls(page, tmp_path, monkeypatch):
+    """With ``gpu_time`` a variant returns calls on copies of its inputs, and gpu_ms (faked
+    here: the mean of what the calls return) times them; median_ms is not used."""
+    fake_timed_gpu(monkeypatch)
+    monkeypatch.setattr(benchmark, "median_ms", None)
+    monkeypatch.setattr(benchmark, "gpu_ms", lambda calls: sum(c() for c in calls) / len(calls))
+    variants = {"triton_guide": lambda x: [lambda: x / 1000, lambda: x / 3000],
+                "torch": lambda x: [lambda: x / 500]}
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    results = bench.sweep(TITLE, XS, variants, lambda x, ms: x / ms, label="n", unit="GB/s",
+                          ceiling="copy", gpu_time=True)
+    (run,) = results
+    assert (run["triton_guide"], run["torch"]) == ([1500.0] * 3, [500.0] * 3)
 
 
 def test_unit_and_ceiling_must_agree(page, tmp_path):

@@ -127,6 +127,30 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
     return sorted(times)[len(times) // 2] / len(calls)
 
 
+def host_us(fn: Callable[[], object], calls: int = 200, repeats: int = 5) -> float:
+    """The host's time per call of ``fn()``, in microseconds: the wall time of ``calls``
+    back-to-back calls, the median over ``repeats``. A call returns once its kernels are
+    queued, so this is the time Python and the launch take, as long as the GPU keeps up
+    (kernels shorter than that; ``calls`` stays below the ~1000 launches CUDA queues
+    before making the host wait)."""
+    if not timings_meaningful():
+        raise RuntimeError(NO_TIMINGS)
+    import time
+
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2]
+
+
 def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[float, bool]:
     """GPU time of one call, in milliseconds, for calls that :func:`gpu_ms` cannot capture
     as they are: ``torch.autograd.grad`` runs each backward kernel on the stream of its
@@ -599,6 +623,7 @@ class Benchmark:
         ceiling: str,
         xlabel: str | None = None,
         logx: bool = True,
+        gpu_time: bool = False,
     ) -> Results:
         """Time every variant at every x on this GPU (live), or recall the recordings.
 
@@ -607,6 +632,11 @@ class Benchmark:
         ``rate(x, ms)`` turns a median time into the rate; ``unit`` is its unit (``"GB/s"`` or
         ``"TFLOP/s"``) and ``ceiling`` the roof measured beside it (``"copy"``,
         ``"gemm_fp16"``, ``"gemm_bf16"``), which must share that unit.
+
+        Each call is timed as a program makes it, host included (:func:`median_ms`), unless
+        ``gpu_time``: then the host is left out (:func:`gpu_ms`), and each variant, given x,
+        returns a list of calls doing the same work on distinct copies of the inputs
+        (:func:`cold_matmul_inputs` makes such copies for a matmul).
         """
         _check_ceiling(ceiling)
         if CEILING_UNITS[ceiling] != unit:
@@ -615,7 +645,7 @@ class Benchmark:
                              "choose the ceiling that bounds this kernel")
 
         def value(x, prepare):
-            return rate(x, median_ms(prepare(x)))
+            return rate(x, (gpu_ms if gpu_time else median_ms)(prepare(x)))
 
         return self._collect(title, xs, variants, value, label=label, unit=unit,
                              ceiling=ceiling, xlabel=xlabel, logx=logx)

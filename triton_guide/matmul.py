@@ -13,6 +13,8 @@ products whose rows a descriptor cannot read as they are.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -460,7 +462,19 @@ def has_tma(device: torch.device) -> bool:
     also run the pointer kernel there, by turning this off)."""
     if interpreting():
         return True
-    return torch.cuda.get_device_capability(device)[0] >= 9
+    return compute_capability(device)[0] >= 9
+
+
+def compute_capability(device: torch.device) -> tuple[int, int]:
+    """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
+    needs it on every call, and torch's query took 3-5 us of an H100 host's time."""
+    return _capability_of(device.index if device.index is not None
+                          else torch.cuda.current_device())
+
+
+@functools.cache
+def _capability_of(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
 
 
 def descriptor(x: torch.Tensor) -> TensorDescriptor:
