@@ -15,7 +15,8 @@ You will learn:
   a picture drawn by the kernel's own program-to-tile helper;
 * autotuning tile sizes with ``triton.autotune`` (step 3);
 * reading tiles through tensor descriptors, Hopper's TMA copies (step 4);
-* what each step buys, as a fraction of cuBLAS, and TFLOP/s against size.
+* what each step buys, as a fraction of cuBLAS, TFLOP/s against size, and what the
+  host's time per call adds at small sizes.
 """
 
 # %%
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import Benchmark, tflop_per_s
+from triton_guide.benchmark import Benchmark, cold_matmul_inputs, host_us, tflop_per_s
 from triton_guide.matmul import kernel_inputs, layout, matmul_kernel, unaligned_runs
 from triton_guide.testing import assert_close, tolerance
 
@@ -431,29 +432,28 @@ for run in column_ladder:
 # Performance
 # -----------
 # TFLOP/s of square float16 products against cuBLAS (``torch.matmul``), in the same run.
-# Each size is autotuned on its first call, before timing. The ceiling is cuBLAS on one
-# large (8192^3) float16 product, measured in the same run.
+# Each size is autotuned on its first call, before timing. These are the GPU's times, with
+# the host left out: each side's calls, on copies of the inputs too large together for the
+# L2 cache, are captured in one CUDA graph and replayed (``gpu_ms`` in
+# ``triton_guide/benchmark.py``). The ceiling is cuBLAS on one large (8192^3) float16
+# product, measured in the same run.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
 
 
-def ours(size):
-    a = torch.randn(size, size, device=device, dtype=torch.float16)
-    b = torch.randn(size, size, device=device, dtype=torch.float16)
-    matmul(a, b)  # autotune outside the timed region
-    return lambda: matmul(a, b)
+def on_cold_copies(fn):
+    def prepare(size):
+        pairs = cold_matmul_inputs(size, size, size, torch.float16)
+        return [lambda a=a, b=b: fn(a, b) for a, b in pairs]
+    return prepare
 
 
-def cublas(size):
-    a = torch.randn(size, size, device=device, dtype=torch.float16)
-    b = torch.randn(size, size, device=device, dtype=torch.float16)
-    return lambda: a @ b
-
-
-results = bench.sweep("matmul", sizes, {"triton_guide": ours, "cuBLAS": cublas},
+results = bench.sweep("matmul, GPU time", sizes,
+                      {"triton_guide": on_cold_copies(matmul),
+                       "cuBLAS": on_cold_copies(matmul_reference)},
                       lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
                       unit="TFLOP/s", ceiling="gemm_fp16",
-                      xlabel="n (n x n x n, float16)")
+                      xlabel="n (n x n x n, float16)", gpu_time=True)
 results.plot()
 results.summary(ratios=[("triton_guide", "cuBLAS")])
 for run in results:
@@ -470,24 +470,61 @@ for run in results:
           "in one run")
 
 # %%
-# Two cautions when reading these numbers. Each call is timed as a program makes it,
-# host included. ``do_bench`` empties the L2 cache before every call by writing a large
-# buffer, and while the GPU writes it, the host gets a head start on launching the call:
-# the host's time shows only where it is longer than that write and the kernel together.
-# Our launcher is Python: it checks the arguments, works out the layout and launches the
-# kernel (cached per shape in ``triton_guide.launch``), which takes the host longer than
-# cuBLAS's call. At the small sizes, where the kernels take microseconds, one host can
-# stay under that limit while another, or the same one in another run, goes over it: a
-# ratio far below its neighbours at a small n, on one GPU only, is the host's, not the
-# kernel's. Step 4's launch costs the host more than step 3's: two descriptors to build,
-# which Triton encodes for the copy engine at every call, so on a GPU with TMA the small
-# sizes lose more to the host than the kernel gains. ``benchmarks/report.py`` times both
-# ways, with and without the host's time, and ``benchmarks/launch_overhead.py`` times the
-# host alone.
+# The host's share
+# ----------------
+# A program does not call ``matmul`` from a CUDA graph. Each call runs Python on the host
+# first: the checks, the choice of kernel, the launch (cached per shape in
+# ``triton_guide.launch``); the GPU cannot start a kernel before the host has launched it.
+# Here is the host's time per call (200 calls back to back, which return as soon as their
+# kernels are queued; ``host_us``) for steps 3 and 4 and for cuBLAS's call, next to our
+# kernel's GPU time from the sweep above:
+
+host_sizes = [256, 512, 1024, 2048]
+
+
+def host_time(fn):
+    def prepare(size):
+        a = torch.randn(size, size, device=device, dtype=torch.float16)
+        b = torch.randn(size, size, device=device, dtype=torch.float16)
+        fn(a, b)  # compile and autotune first
+        return lambda: host_us(lambda: fn(a, b))
+    return prepare
+
+
+host = bench.measure("matmul, host time per call", host_sizes,
+                     {"step 3 pointer loads": host_time(matmul_pointer_loads),
+                      "step 4 descriptors": host_time(matmul),
+                      "cuBLAS": host_time(matmul_reference)},
+                     label="n", unit="us per call", xlabel="n (n x n x n, float16)")
+for run in host:
+    gpu_run = next((r for r in results if r.slug == run.slug), None)
+    host_bound = []  # sizes where step 4's host time is longer than its kernel's GPU time
+    for i, n in enumerate(run.xs):
+        kernel = ""
+        if gpu_run is not None and n in gpu_run.xs:
+            kernel_us = 2 * n**3 / gpu_run["triton_guide"][gpu_run.xs.index(n)] / 1e6
+            kernel = f"; the kernel runs {kernel_us:.1f} us on the GPU"
+            if run["step 4 descriptors"][i] > kernel_us:
+                host_bound.append(n)
+        print(f"{run.gpu}, n = {n}: host {run['step 4 descriptors'][i]:.0f} us per call "
+              f"(step 4), {run['step 3 pointer loads'][i]:.0f} (step 3), "
+              f"{run['cuBLAS'][i]:.0f} (cuBLAS){kernel}")
+    if gpu_run is not None:
+        print(f"{run.gpu}: the host takes longer than the kernel at n = "
+              + (", ".join(map(str, host_bound)) or "none of these sizes"))
+
+# %%
+# Wherever the host's time is the longer, a program that calls ``matmul`` in a loop runs
+# at the host's pace, not the kernel's: there our launcher, not our kernel, decides how we
+# compare with cuBLAS. Step 4 costs the host more than step 3: two tensor
+# descriptors to build, which Triton encodes for the copy engine at every call. A CUDA
+# graph removes the host from the loop, as the sweep above did; so does giving the GPU
+# fewer, larger products. ``benchmarks/launch_overhead.py`` breaks the host's time down.
 #
-# And the same product timed twice in one run does not give the same rate twice. This
-# page times the 8192^3 float16 product up to three times per GPU (the steps ladder, the
-# sweep, and cuBLAS once more as the ceiling):
+# One caution when reading any of these numbers: the same product timed twice in one run
+# does not give the same rate twice. This page times the 8192^3 float16 product up to
+# three times per GPU: the steps ladder (each call as a program makes it, which at this
+# size hides the host), the sweep (GPU time), and cuBLAS once more as the ceiling:
 
 for run in results:
     if ladder_n not in run.xs:
@@ -506,9 +543,8 @@ for run in results:
 
 # %%
 # Differences between our kernel and cuBLAS smaller than that range are noise.
-# ``benchmarks/report.py`` leaves the host out (each side's calls replayed from a CUDA
-# graph, over copies of the inputs too large together for the L2 cache) and reports
-# ratios of timings from one run.
+# ``benchmarks/report.py`` compares the package with cuBLAS over many more shapes, in GPU
+# time and as called, with ratios of timings from one run.
 
 
 # %%
