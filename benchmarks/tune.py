@@ -584,12 +584,15 @@ SOFTMAX_SHAPES = [(32768, 128), (4096, 256), (16384, 256), (4096, 512), (4096, 1
 
 
 def _softmax_candidates(block_cols):
-    """(rows per program, warps): tiles of 2k-8k elements for short rows, one row otherwise."""
+    """(rows per program, warps): tiles of 2k-8k elements for short rows, one or two rows
+    of 4k-8k elements, one row otherwise."""
     if block_cols > 32768:
         return []
     if block_cols <= 2048:
         return [(tile // block_cols, warps) for tile in (2048, 4096, 8192) for warps in (4, 8)]
-    return [(1, warps) for warps in ((4, 8) if block_cols <= 4096 else (8, 16, 32))]
+    rows = (1, 2) if block_cols <= 8192 else (1,)
+    warps = (4, 8, 16) if block_cols <= 4096 else (8, 16, 32)
+    return [(r, w) for r in rows for w in warps]
 
 
 def tune_softmax(shapes, dtypes):
