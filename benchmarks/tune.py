@@ -23,6 +23,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from triton_guide.attention import LOG2E, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
+from triton_guide.matmul import store_output_tile, tile_of_program
 from triton_guide.testing import relative_error
 
 # ---------------------------------------------------------------------------------------
@@ -548,6 +549,150 @@ def tune_matmul_paths(cases, workers=8):
               f"worst {min(chosen):.2f}")
 
 
+# An experiment, not the package's kernel: the last, partial wave of tiles split along K.
+# A launch of T tiles on S slots (SMs x programs per SM) runs floor(T / S) full waves and
+# one partial wave, which takes as long as a full one (2000 x 3000 x 1000 in 128 x 256
+# tiles: 192 tiles, 132 slots, 1.45 waves run as 2). Here the full waves' tiles run as
+# usual and each of the remaining tiles is split into SPLITS ranges of K, so that the last
+# wave fills every slot; the ranges add into a float32 buffer with atomics, and a second
+# launch converts it into c. ``python benchmarks/tune.py matmul_tail_split``.
+@triton.jit
+def matmul_tail_split_kernel(a_desc, b_desc, c_ptr, partial_ptr, M, N, K, stride_cm,
+                             FULL_TILES, SPLITS,
+                             BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                             BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                             C_ALIGN: tl.constexpr):
+    pid = tl.program_id(0)
+    k_steps = tl.cdiv(K, BLOCK_SIZE_K)
+    tile = pid
+    first = 0
+    last = k_steps
+    if pid >= FULL_TILES:
+        unit = pid - FULL_TILES
+        tile = FULL_TILES + unit // SPLITS
+        part = unit % SPLITS
+        first = part * k_steps // SPLITS
+        last = (part + 1) * k_steps // SPLITS
+    pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(first, last):
+        a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])
+        b = b_desc.load([k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
+        acc = tl.dot(a, b, acc)
+    if pid < FULL_TILES:
+        store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1, BLOCK_SIZE_M,
+                          BLOCK_SIZE_N, C_ALIGN, False)
+    else:
+        offs = ((tile - FULL_TILES) * BLOCK_SIZE_M * BLOCK_SIZE_N
+                + tl.arange(0, BLOCK_SIZE_M)[:, None] * BLOCK_SIZE_N
+                + tl.arange(0, BLOCK_SIZE_N)[None, :])
+        tl.atomic_add(partial_ptr + offs, acc, sem="relaxed")
+
+
+@triton.jit
+def tail_store_kernel(c_ptr, partial_ptr, M, N, stride_cm, FULL_TILES,
+                      BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                      GROUP_SIZE_M: tl.constexpr, C_ALIGN: tl.constexpr):
+    t = tl.program_id(0)
+    pid_m, pid_n = tile_of_program(FULL_TILES + t, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                                   GROUP_SIZE_M)
+    offs = (t * BLOCK_SIZE_M * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_M)[:, None] * BLOCK_SIZE_N
+            + tl.arange(0, BLOCK_SIZE_N)[None, :])
+    store_output_tile(c_ptr, tl.load(partial_ptr + offs), pid_m, pid_n, M, N, stride_cm, 1,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
+
+
+def tail_split_plan(M, N, K, cfg, slots):
+    """(full tiles, tail tiles, splits) for ``cfg`` on ``slots`` program slots: no split
+    where the tail would not gain (it already fills half the slots, or K has one step)."""
+    m, n, k = cfg[:3]
+    tiles = triton.cdiv(M, m) * triton.cdiv(N, n)
+    full = tiles // slots * slots
+    tail = tiles - full
+    splits = min(triton.cdiv(K, k), slots // tail) if tail else 1
+    return (tiles, 0, 1) if splits < 2 else (full, tail, splits)
+
+
+def _tail_split_runner(a, b, cfg, slots, split=True):
+    """``a @ b`` (both stored by rows) by matmul_tail_split_kernel with ``cfg`` (M, N, K
+    blocks, group, stages, warps); ``split=False`` runs every tile whole."""
+    from triton_guide.matmul import alignment, descriptor
+
+    m, n, k, g, s, w = cfg
+    (M, K), N = a.shape, b.shape[1]
+    full, tail, splits = tail_split_plan(M, N, K, cfg, slots) if split else (
+        triton.cdiv(M, m) * triton.cdiv(N, n), 0, 1)
+    a_desc, b_desc = descriptor(a), descriptor(b)
+    a_desc.block_shape, b_desc.block_shape = [m, k], [k, n]
+    partial = torch.empty(max(tail, 1) * m * n, device=a.device, dtype=torch.float32)
+    meta = dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, GROUP_SIZE_M=g, C_ALIGN=alignment(N))
+
+    def run():
+        c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+        if tail:
+            partial.zero_()
+        matmul_tail_split_kernel[(full + tail * splits,)](
+            a_desc, b_desc, c, partial, M, N, K, c.stride(0), full, splits, BLOCK_SIZE_K=k,
+            num_stages=s, num_warps=w, **meta)
+        if tail:
+            tail_store_kernel[(tail,)](c, partial, M, N, c.stride(0), full, num_warps=4,
+                                       **meta)
+        return c
+    return run
+
+
+# (configuration, programs per SM): two 128 x 128 programs fit an H100 SM with 3 stages.
+TAIL_SPLIT_CANDIDATES = [
+    (_mm_cfg(128, 256, 64, 8, 3, 8), 1), (_mm_cfg(256, 128, 64, 8, 3, 8), 1),
+    (_mm_cfg(128, 128, 64, 8, 3, 4), 2), (_mm_cfg(128, 128, 64, 8, 3, 8), 2),
+]
+
+
+def tune_matmul_tail_split(shapes, dtypes):
+    """Each TAIL_SPLIT_CANDIDATES configuration whole and with its last wave split, against
+    the package's matmul and cuBLAS, in GPU time on cold inputs (b by rows)."""
+    import triton_guide as tg
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"matmul, last wave split along K: TFLOP/s in GPU time ({sms} SMs); "
+          "ours / cuBLAS in brackets")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            flops = 2 * M * N * K
+
+            def rate(make):
+                return tflop_per_s(flops, gpu_ms([make(a, b) for a, b in pairs]))
+            cublas = rate(lambda a, b: lambda: a @ b)
+            row = [f"cuBLAS {cublas:5.0f}",
+                   f"package {rate(lambda a, b: lambda: tg.matmul(a, b)) / cublas:.2f}"]
+            a, b = pairs[0]
+            reference = (a.float() @ b.float())
+            for cfg, per_sm in TAIL_SPLIT_CANDIDATES:
+                plan = tail_split_plan(M, N, K, cfg, sms * per_sm)
+                cells = []
+                for split in (False, True):
+                    if split and plan[2] == 1:
+                        cells.append("  -  ")
+                        continue
+                    try:
+                        error = relative_error(_tail_split_runner(a, b, cfg, sms * per_sm,
+                                                                  split)(), reference)
+                        if error > 1e-2:
+                            cells.append(f"wrong {error:.1e}")
+                            continue
+                        value = rate(lambda x, y: _tail_split_runner(x, y, cfg, sms * per_sm,
+                                                                     split))
+                        cells.append(f"{value / cublas:.2f}")
+                    except Exception as e:  # out of resources: say so, go on
+                        cells.append(type(e).__name__)
+                row.append(f"{cfg[0]}x{cfg[1]}/{cfg[5]}w {'/'.join(cells)} (x{plan[2]})")
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: " + " | ".join(row), flush=True)
+            del pairs
+            torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -952,7 +1097,7 @@ def main():
                         choices=["matmul", "matmul_aligned", "matmul_wide",
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
-                                 "matmul_paths", "matmul_ragged",
+                                 "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "softmax", "attention", "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
@@ -1010,6 +1155,10 @@ def main():
         shapes = [(511, 513, 515), (1023, 1025, 1027), (2047, 2049, 2051), (4095, 4097, 4093)]
         tune_matmul_paths([(torch.float16, *shape, layout) for shape in shapes
                            for layout in ("rr", "rc", "cr", "cc")])
+    if "matmul_tail_split" in args.what:  # the last partial wave of tiles split along K
+        tune_matmul_tail_split([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000),
+                                (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)],
+                               (torch.float16, torch.bfloat16))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
