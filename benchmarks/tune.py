@@ -689,7 +689,7 @@ def tune_matmul_tail_split(shapes, dtypes):
                         cells.append(type(e).__name__)
                 row.append(f"{cfg[0]}x{cfg[1]}/{cfg[5]}w {'/'.join(cells)} (x{plan[2]})")
             print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: " + " | ".join(row), flush=True)
-            del pairs
+            pairs.clear()  # frees the inputs before the next shape
             torch.cuda.empty_cache()
 
 
