@@ -1,11 +1,12 @@
 """Timing kernels on a GPU, recording the timings, and drawing them; shared by the example
 pages and ``benchmarks/report.py``.
 
-Every timing on the pages is the median of many runs from ``triton.testing.do_bench``
+A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
 (:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
-before each run: one call as a program makes it, host included. :func:`gpu_ms`, which
-``benchmarks/report.py`` uses beside it, leaves the host out, as :func:`queued_ms` does for
-calls that a CUDA graph does not capture as they are. Under the interpreter nothing is
+before each run: one call as a program makes it, host included. :func:`gpu_ms`, which a
+sweep with ``gpu_time=True`` (the matmul page's) and ``benchmarks/report.py`` use, leaves
+the host out, as :func:`queued_ms` does for calls that a CUDA graph does not capture as
+they are; :func:`host_us` measures the host's time alone. Under the interpreter nothing is
 timed: a kernel's run time there measures numpy on the CPU.
 
 **How a page benchmarks, records and recalls.** A page makes one :class:`Benchmark` in its first cell and prints its stamp, which says
@@ -56,6 +57,7 @@ import json
 import math
 import numbers
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,13 +132,10 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
 def host_us(fn: Callable[[], object], calls: int = 200, repeats: int = 5) -> float:
     """The host's time per call of ``fn()``, in microseconds: the wall time of ``calls``
     back-to-back calls, the median over ``repeats``. A call returns once its kernels are
-    queued, so this is the time Python and the launch take, as long as the GPU keeps up
-    (kernels shorter than that; ``calls`` stays below the ~1000 launches CUDA queues
-    before making the host wait)."""
+    queued, so this is the time Python and the launch take, as long as the queue never
+    fills (``calls`` well below the ~1000 launches CUDA queues before the host waits)."""
     if not timings_meaningful():
         raise RuntimeError(NO_TIMINGS)
-    import time
-
     import torch
 
     fn()
@@ -166,8 +165,6 @@ def queued_ms(calls: Sequence[Callable[[], object]], rounds: int = 5) -> tuple[f
     """
     if not timings_meaningful():
         raise RuntimeError(NO_TIMINGS)
-    import time
-
     import torch
 
     for call in calls:  # compiles and autotunes; then one timed pass of the host alone
@@ -219,11 +216,17 @@ def cold_matmul_inputs(m: int, n: int, k: int, dtype, device: str = "cuda") -> l
              torch.randn(k, n, device=device, dtype=dtype)) for _ in range(copies)]
 
 
+def calls_on(fn: Callable[[object, object], object], pairs: Sequence[tuple]) -> list:
+    """One call of ``fn(a, b)`` per pair (from :func:`cold_matmul_inputs`), for
+    :func:`gpu_ms`."""
+    return [lambda a=a, b=b: fn(a, b) for a, b in pairs]
+
+
 def matmul_tflop_per_s(fn: Callable[[object, object], object], pairs: Sequence[tuple]) -> float:
     """The rate of ``fn(a, b)`` over ``pairs`` (from :func:`cold_matmul_inputs`) in GPU time,
     counting 2 * M * N * K floating-point operations per product."""
     (m, k), n = pairs[0][0].shape, pairs[0][1].shape[1]
-    return tflop_per_s(2 * m * n * k, gpu_ms([lambda a=a, b=b: fn(a, b) for a, b in pairs]))
+    return tflop_per_s(2 * m * n * k, gpu_ms(calls_on(fn, pairs)))
 
 
 def gb_per_s(num_bytes: float, ms: float) -> float:
