@@ -20,12 +20,15 @@ You will learn:
 """
 
 # %%
+import functools
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import Benchmark, cold_matmul_inputs, host_us, tflop_per_s
+from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
+                                    tflop_per_s)
 from triton_guide.matmul import kernel_inputs, layout, matmul_kernel, unaligned_runs
 from triton_guide.testing import assert_close, tolerance
 
@@ -442,10 +445,7 @@ sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
 
 
 def on_cold_copies(fn):
-    def prepare(size):
-        pairs = cold_matmul_inputs(size, size, size, torch.float16)
-        return [lambda a=a, b=b: fn(a, b) for a, b in pairs]
-    return prepare
+    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
 
 
 results = bench.sweep("matmul, GPU time", sizes,
@@ -483,12 +483,8 @@ host_sizes = [256, 512, 1024, 2048]
 
 
 def host_time(fn):
-    def prepare(size):
-        a = torch.randn(size, size, device=device, dtype=torch.float16)
-        b = torch.randn(size, size, device=device, dtype=torch.float16)
-        fn(a, b)  # compile and autotune first
-        return lambda: host_us(lambda: fn(a, b))
-    return prepare
+    prepare = prepared(fn)  # as for the ladder: compiled and autotuned first
+    return lambda size: functools.partial(host_us, prepare(size))
 
 
 host = bench.measure("matmul, host time per call", host_sizes,
@@ -503,7 +499,7 @@ for run in host:
         kernel = ""
         if gpu_run is not None and n in gpu_run.xs:
             kernel_us = 2 * n**3 / gpu_run["triton_guide"][gpu_run.xs.index(n)] / 1e6
-            kernel = f"; the kernel runs {kernel_us:.1f} us on the GPU"
+            kernel = f"; our kernel (step 4) runs {kernel_us:.1f} us on the GPU"
             if run["step 4 descriptors"][i] > kernel_us:
                 host_bound.append(n)
         print(f"{run.gpu}, n = {n}: host {run['step 4 descriptors'][i]:.0f} us per call "
@@ -514,35 +510,44 @@ for run in host:
               + (", ".join(map(str, host_bound)) or "none of these sizes"))
 
 # %%
-# Wherever the host's time is the longer, a program that calls ``matmul`` in a loop runs
-# at the host's pace, not the kernel's: there our launcher, not our kernel, decides how we
-# compare with cuBLAS. Step 4 costs the host more than step 3: two tensor
-# descriptors to build, which Triton encodes for the copy engine at every call. A CUDA
-# graph removes the host from the loop, as the sweep above did; so does giving the GPU
-# fewer, larger products. ``benchmarks/launch_overhead.py`` breaks the host's time down.
+# The host does the same work at every n, so its times differ between sizes and machines
+# only by its own noise: compare the columns of one row, not the rows. Wherever the
+# host's time is the longer, a program that calls ``matmul`` in a loop runs at the host's
+# pace, not the kernel's: there our launcher, not our kernel, decides how we compare with
+# cuBLAS. Step 4 costs the host more than step 3, mostly for two tensor descriptors to
+# build, which Triton encodes for the copy engine at every call, and for the choice of
+# kernel. A CUDA graph removes the host from the loop, as the sweep above did; so does
+# giving the GPU fewer, larger products. ``benchmarks/launch_overhead.py`` breaks the
+# host's time down.
 #
 # One caution when reading any of these numbers: the same product timed twice in one run
 # does not give the same rate twice. This page times the 8192^3 float16 product up to
-# three times per GPU: the steps ladder (each call as a program makes it, which at this
-# size hides the host), the sweep (GPU time), and cuBLAS once more as the ceiling:
+# three times per GPU: the sweep (GPU time), the steps ladder (each call as a program
+# makes it, which at this size hides the host), and cuBLAS once more as the ceiling (as
+# the ladder times it):
 
 for run in results:
     if ladder_n not in run.xs:
         continue
     i = run.xs.index(ladder_n)
-    same_gpu = [r for r in ladder if r.gpu == run.gpu and "step 4 descriptors" in r.series]
-    ours_rates = [run["triton_guide"][i]] + [r["step 4 descriptors"][0] for r in same_gpu]
-    cublas_rates = [run["cuBLAS"][i]] + [r["cuBLAS"][0] for r in same_gpu]
+    ours_rates = {"sweep": run["triton_guide"][i]}
+    cublas_rates = {"sweep": run["cuBLAS"][i]}
+    for step in ladder:
+        if step.gpu == run.gpu and "step 4 descriptors" in step.series:
+            ours_rates["ladder"] = step["step 4 descriptors"][0]
+            cublas_rates["ladder"] = step["cuBLAS"][0]
     if run.ceiling:
-        cublas_rates.append(run.ceiling.value)
-    ratios = [mine / theirs for mine in ours_rates for theirs in cublas_rates]
-    print(f"{run.gpu}, {ladder_n}^3: cuBLAS " + " / ".join(f"{v:.0f}" for v in cublas_rates)
-          + " TFLOP/s, ours " + " / ".join(f"{v:.0f}" for v in ours_rates)
+        cublas_rates["ceiling"] = run.ceiling.value
+    ratios = [mine / theirs for mine in ours_rates.values() for theirs in cublas_rates.values()]
+    print(f"{run.gpu}, {ladder_n}^3 in TFLOP/s: cuBLAS "
+          + ", ".join(f"{rate:.0f} ({where})" for where, rate in cublas_rates.items())
+          + "; ours " + ", ".join(f"{rate:.0f} ({where})" for where, rate in ours_rates.items())
           + f"; ours / cuBLAS from {min(ratios):.2f} to {max(ratios):.2f} "
           "depending on which timings are paired")
 
 # %%
-# Differences between our kernel and cuBLAS smaller than that range are noise.
+# Differences between our kernel and cuBLAS smaller than that range are noise, or the
+# difference between two ways of timing.
 # ``benchmarks/report.py`` compares the package with cuBLAS over many more shapes, in GPU
 # time and as called, with ratios of timings from one run.
 
@@ -565,4 +570,5 @@ for run in results:
 # :func:`triton_guide.matmul_steps.matmul_grouped`,
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
-# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.
+# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
+# :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`.
