@@ -11,7 +11,9 @@ torch call; then a cProfile of the slowest with the cached launch.
 time per call of ``tg.matmul``, how many of those calls took Triton's own path, and the
 ``as called`` time (``do_bench``), with a cProfile of any shape slower than 50 us a call;
 then the attention's. ``--attention`` times only the attention page's first sweep point
-(see ``attention``).
+(see ``attention``). Host times are ``triton_guide.benchmark.host_us``: the median of 5
+rounds of 200 calls by default; the two options time one round (300 and 100 calls), so
+that the count of calls through Triton's path covers those calls and the warm-up call.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def matmul_shapes():
             b = torch.randn(k, n, device="cuda", dtype=dtype)
             tg.matmul(a, b)  # tunes
             slow_path["calls"] = 0
-            host = host_us(lambda: tg.matmul(a, b), calls=300)
+            host = host_us(lambda: tg.matmul(a, b), calls=300, repeats=1)
             through = slow_path["calls"]
             module = sys.modules["triton_guide.matmul"]
             kept = sum(len(launcher.compiled) for launcher in (
@@ -117,7 +119,7 @@ def attention(slow_path=None):
     for name, fn in calls.items():
         if slow_path is not None:
             slow_path["calls"] = 0
-        host = host_us(fn, calls=100)
+        host = host_us(fn, calls=100, repeats=1)
         through = slow_path["calls"] if slow_path is not None else "-"
         print(f"{name:<24} {host:12.1f} {through:>11} {'':>5} "
               f"{median_ms(fn):15.3f} ms", flush=True)

@@ -652,7 +652,7 @@ def tune_matmul_tail_split(shapes, dtypes):
     """Each TAIL_SPLIT_CANDIDATES configuration whole and with its last wave split, against
     the package's matmul and cuBLAS, in GPU time on cold inputs (b by rows)."""
     import triton_guide as tg
-    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"matmul, last wave split along K: TFLOP/s in GPU time ({sms} SMs); "
@@ -662,11 +662,11 @@ def tune_matmul_tail_split(shapes, dtypes):
             pairs = cold_matmul_inputs(M, N, K, dtype)
             flops = 2 * M * N * K
 
-            def rate(make):
-                return tflop_per_s(flops, gpu_ms([make(a, b) for a, b in pairs]))
-            cublas = rate(lambda a, b: lambda: a @ b)
+            def rate(runner):  # runner(a, b): a call of one prepared launch on a and b
+                return tflop_per_s(flops, gpu_ms([runner(a, b) for a, b in pairs]))
+            cublas = matmul_tflop_per_s(torch.matmul, pairs)
             row = [f"cuBLAS {cublas:5.0f}",
-                   f"package {rate(lambda a, b: lambda: tg.matmul(a, b)) / cublas:.2f}"]
+                   f"package {matmul_tflop_per_s(tg.matmul, pairs) / cublas:.2f}"]
             a, b = pairs[0]
             reference = (a.float() @ b.float())
             for cfg, per_sm in TAIL_SPLIT_CANDIDATES:
