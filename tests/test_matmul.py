@@ -170,8 +170,9 @@ def stored(rows, cols, offset, columns, device, dtype):
 
 # Where the GPU has TMA (and under the interpreter), matmul reads a and b through tensor
 # descriptors whenever the start and the row (column) stride of both are multiples of 16
-# bytes (every row starts on a 16-byte boundary), whatever the layout and the number of rows; other inputs of small products go
-# through pointers (larger ones are copied first: test_rows_aligned_to_less_than_16).
+# bytes (every row starts on a 16-byte boundary), whatever the layout and the number of
+# rows; other inputs of small products go through pointers (larger ones are copied first:
+# test_rows_aligned_to_less_than_16).
 # a is 272 x K, its rows row_bytes apart (its columns 272 elements apart); b is K x 48, its
 # rows 48 elements apart (its columns row_bytes apart). readable: the layouts (a, b by rows
 # or columns) in which both can be read through descriptors.
@@ -229,9 +230,7 @@ def test_descriptor_ready():
 @pytest.mark.parametrize("capability,descriptors", [((8, 0), False), ((9, 0), True)],
                          ids=["ampere", "hopper"])
 def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeypatch):
-    import importlib
-
-    module = importlib.import_module("triton_guide.matmul")
+    module = matmul_module()
     monkeypatch.setattr(module, "interpreting", lambda: False)
     monkeypatch.setattr(module, "compute_capability", lambda device: capability)
     a, b = torch.zeros(272, 80), torch.zeros(48, 80).t()
