@@ -467,7 +467,7 @@ def has_tma(device: torch.device) -> bool:
 
 def compute_capability(device: torch.device) -> tuple[int, int]:
     """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
-    needs it on every call, and torch's query took 3-6 us of an H100 host's time."""
+    needs it on every call, and torch's query took 3-5 us of an H100 host's time."""
     return _capability_of(device.index if device.index is not None
                           else torch.cuda.current_device())
 
