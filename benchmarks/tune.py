@@ -777,6 +777,85 @@ def tune_softmax(shapes, dtypes):
                   f"ours {ours:5.0f} ({ours / base:4.2f}x) | {top}", flush=True)
 
 
+@triton.jit
+def softmax_persistent_kernel(input_ptr, output_ptr, input_row_stride, output_row_stride,
+                              num_rows, num_cols, BLOCK_COLS: tl.constexpr,
+                              NUM_STAGES: tl.constexpr):
+    # The candidate: a few programs per SM, each taking every num_programs-th row. With
+    # NUM_STAGES > 1 the compiler copies the next rows into shared memory (cp.async) while
+    # this one is reduced and stored; 16-bit rows only when num_cols is a multiple of 8.
+    cols = tl.arange(0, BLOCK_COLS)
+    in_row = cols < num_cols
+    for row in tl.range(tl.program_id(0), num_rows, tl.num_programs(0),
+                        num_stages=NUM_STAGES):
+        x = tl.load(input_ptr + row * input_row_stride + cols, mask=in_row,
+                    other=-float("inf")).to(tl.float32)
+        numerator = tl.exp(x - tl.max(x, axis=0))
+        tl.store(output_ptr + row * output_row_stride + cols,
+                 numerator / tl.sum(numerator, axis=0), mask=in_row)
+
+
+def _persistent_candidates(block_cols):
+    """(warps, stages, programs per SM) for rows of 4k-32k elements."""
+    warps = {4096: (4, 8), 8192: (8, 16), 16384: (16, 32), 32768: (16, 32)}[block_cols]
+    per_sm = (1, 2) if block_cols >= 16384 else (2, 4, 8)
+    return [(w, s, p) for w in warps for s in (1, 2, 3) for p in per_sm]
+
+
+def tune_softmax_persistent(shapes, dtypes):
+    """The package's one-pass kernel against a persistent, pipelined one, in GPU time on
+    cold copies (as report.py times it), with a copy of the same bytes timed alike."""
+    import triton_guide as tg
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms, measure_ceiling
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    copy_1gib = measure_ceiling("copy").value
+    print(f"softmax, GPU time on cold copies, GB/s (read + write once); 1 GiB copy "
+          f"{copy_1gib:.0f} GB/s; 'copy' is a copy of the same bytes timed alike")
+    for dtype in dtypes:
+        for rows, cols in shapes:
+            first = torch.randn(rows, cols, device="cuda", dtype=dtype)
+            nbytes = 2 * first.numel() * first.element_size()
+            xs = [first] + [torch.randn_like(first)
+                            for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
+            ys = [torch.empty_like(x) for x in xs]
+            refs = torch.softmax(first.float(), dim=-1)
+
+            def rate(fn):
+                return gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: fn(x, y)
+                                                for x, y in zip(xs, ys)]))
+            copy = rate(lambda x, y: y.copy_(x))
+            base = rate(lambda x, y: torch.softmax(x, dim=-1))
+            ours = rate(lambda x, y: tg.softmax(x))
+            block_cols = triton.next_power_of_2(cols)
+            variants = []
+            for warps, stages, per_sm in _persistent_candidates(block_cols):
+                grid = (min(rows, per_sm * sms),)
+
+                def run(x, y):
+                    softmax_persistent_kernel[grid](
+                        x, y, x.stride(0), y.stride(0), rows, cols, BLOCK_COLS=block_cols,
+                        NUM_STAGES=stages, num_warps=warps)
+                name = f"w{warps}s{stages}p{per_sm}"
+                try:
+                    ys[0].fill_(float("nan"))
+                    run(xs[0], ys[0])
+                    if not torch.allclose(ys[0].float(), refs, atol=1e-2, rtol=1e-2):
+                        variants.append((0.0, name, "wrong"))
+                        continue
+                    variants.append((rate(run), name, ""))
+                except Exception as e:  # shared memory or registers exceeded
+                    variants.append((0.0, name, type(e).__name__))
+            variants.sort(reverse=True)
+            top = "  ".join(f"{r:5.0f}@{n}" for r, n, _ in variants[:3])
+            print(f"{str(dtype)[6:]:>8} {rows:>5}x{cols:<5} copy {copy:5.0f} torch {base:5.0f} "
+                  f"package {ours:5.0f} ({ours / copy:4.2f} of copy, {ours / copy_1gib:4.2f} "
+                  f"of 1 GiB) | persistent {top} ({variants[0][0] / copy:4.2f} of copy)",
+                  flush=True)
+            del xs, ys, first
+            torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------------------------------
 # attention
 # ---------------------------------------------------------------------------------------
@@ -1098,7 +1177,7 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
-                                 "softmax", "attention", "attention_persistent",
+                                 "softmax", "softmax_persistent", "attention", "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
@@ -1168,6 +1247,10 @@ def main():
         tune_matmul_aligned(shapes, (torch.float16,))
     if "softmax" in args.what:
         tune_softmax(SOFTMAX_SHAPES, (torch.float32, torch.float16, torch.bfloat16))
+    if "softmax_persistent" in args.what:  # rows 4k-32k: several rows per program in turn
+        tune_softmax_persistent([(4096, 4096), (8192, 4096), (4096, 8192), (4096, 16384),
+                                 (2048, 32768), (4096, 2048)],
+                                (torch.float32, torch.float16, torch.bfloat16))
     if "attention" in args.what:
         tune_attention()
     if "attention_persistent" in args.what:  # the experiment above, full attention only
