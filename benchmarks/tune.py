@@ -796,8 +796,9 @@ def softmax_persistent_kernel(input_ptr, output_ptr, input_row_stride, output_ro
 
 
 def _persistent_candidates(block_cols):
-    """(warps, stages, programs per SM) for rows of 4k-32k elements."""
-    warps = {4096: (4, 8), 8192: (8, 16), 16384: (16, 32), 32768: (16, 32)}[block_cols]
+    """(warps, stages, programs per SM) for rows of 2k-32k elements."""
+    warps = {2048: (4, 8), 4096: (4, 8), 8192: (8, 16), 16384: (16, 32),
+             32768: (16, 32)}[block_cols]
     per_sm = (1, 2) if block_cols >= 16384 else (2, 4, 8)
     return [(w, s, p) for w in warps for s in (1, 2, 3) for p in per_sm]
 
