@@ -5,9 +5,11 @@ print one row per shape and, per op, the geometric mean and the worst ratio.
                                 [--quick]
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
-large cuBLAS GEMM) measured first. The first call of each matmul shape includes the
-autotuner's compilations and timings: its wall time is printed as ``tune``. Matmul runs a
-second time with b stored column by column (``x @ w.t()``), tallied apart. Needs a CUDA GPU.
+large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own bytes, timed
+the same way, since a smaller copy falls short of the 1 GiB copy's rate too. The first call
+of each matmul shape includes the autotuner's compilations and timings: its wall time is
+printed as ``tune``. Matmul runs a second time with b stored column by column
+(``x @ w.t()``), tallied apart. Needs a CUDA GPU.
 
 Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
 (``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
@@ -128,14 +130,21 @@ def softmax(shapes, dtypes, copy):
             ours = gb_per_s(nbytes, gpu_ms([lambda x=x: tg.softmax(x) for x in xs]))
             torch_rate = gb_per_s(nbytes, gpu_ms([lambda x=x: torch.softmax(x, dim=-1)
                                                   for x in xs]))
+            # The same bytes copied, timed alike: what a kernel that reads and writes this
+            # tensor once can reach at this size (a 32 MiB copy does not reach 1 GiB's rate).
+            ys = [torch.empty_like(x) for x in xs]
+            same_size = gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: y.copy_(x)
+                                                 for x, y in zip(xs, ys)]))
             called = as_called("softmax", what, lambda: tg.softmax(first), "torch",
                                lambda: torch.softmax(first, dim=-1),
                                lambda ms: gb_per_s(nbytes, ms))
             row("softmax", what, ours, {"torch": torch_rate}, "GB/s",
-                f"  | {ours / copy:4.2f} of copy" + called)
+                f"  | {ours / copy:4.2f} of copy ({ours / same_size:4.2f} of this size's)"
+                + called)
             if 4096 <= cols <= 32768:
                 TALLY.add("softmax 4k-32k", "copy", ours / copy, what)
-            del xs, first
+                TALLY.add("softmax 4k-32k", "same-size copy", ours / same_size, what)
+            del xs, ys, first
             torch.cuda.empty_cache()
 
 

@@ -1178,7 +1178,8 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
-                                 "softmax", "softmax_persistent", "attention", "attention_persistent",
+                                 "softmax", "softmax_persistent", "attention",
+                                 "attention_persistent",
                                  "attention_configs", "attention_flat"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
