@@ -321,13 +321,10 @@ def matmul_tma_kernel(
                       BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
-
-    Inputs may have any strides (a transposed view works as is). The result has the inputs'
-    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
-    tensor cores as tf32, Triton's default for ``tl.dot``.
-    """
+def check_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` checked as the operands of ``a @ b``: 2D, one floating dtype, a's
+    columns as many as b's rows. Returned resolved, as
+    :func:`~triton_guide.validation.check_tensor` returns them."""
     a = check_tensor("a", a, ndim=2)
     b = check_tensor("b", b, ndim=2)
     check_same_dtype("a", a, "b", b)
@@ -336,6 +333,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns ({a.shape[1]}) "
             f"must equal b's rows ({b.shape[0]})"
         )
+    return a, b
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
+
+    Inputs may have any strides (a transposed view works as is). The result has the inputs'
+    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
+    tensor cores as tf32, Triton's default for ``tl.dot``.
+    """
+    a, b = check_pair(a, b)
     if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
         return _matmul_op(a, b)
     a, b, descriptors = kernel_inputs(a, b)
@@ -467,7 +475,7 @@ def has_tma(device: torch.device) -> bool:
 
 def compute_capability(device: torch.device) -> tuple[int, int]:
     """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
-    needs it on every call, and torch's query took 3-5 us of an H100 host's time."""
+    needs it on every call, and torch's query took 3-6 us of an H100 host's time."""
     return _capability_of(device.index if device.index is not None
                           else torch.cuda.current_device())
 
@@ -516,10 +524,10 @@ def layout(x: torch.Tensor) -> tuple[bool, int]:
     up to 16, that divides both the distance between those rows (columns) and their length:
     each starts on a boundary of that many elements. It is 1 when x has no stride of 1.
     """
+    if stored_by_columns(x):
+        return True, alignment(x.stride(1), x.shape[0])
     if x.stride(1) == 1:
         return False, alignment(x.stride(0), x.shape[1])
-    if x.stride(0) == 1:
-        return True, alignment(x.stride(1), x.shape[0])
     return False, 1
 
 

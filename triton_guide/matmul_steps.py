@@ -22,9 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .matmul import aligned_if_worth_it, product, tile_of_program
+from .matmul import aligned_if_worth_it, check_pair, product, tile_of_program
 from .runtime import device, interpreting
-from .validation import check_same_dtype, check_tensor
 
 
 @triton.jit
@@ -128,22 +127,8 @@ FIXED_LAUNCH = {"num_warps": 4, "num_stages": 4}
 INTERPRETER_TILE = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
 
 
-def _check_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``a`` and ``b`` checked as :func:`triton_guide.matmul` checks them (returned
-    resolved, as :func:`~triton_guide.validation.check_tensor` returns them)."""
-    a = check_tensor("a", a, ndim=2)
-    b = check_tensor("b", b, ndim=2)
-    check_same_dtype("a", a, "b", b)
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns "
-            f"({a.shape[1]}) must equal b's rows ({b.shape[0]})"
-        )
-    return a, b
-
-
 def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
-    a, b = _check_pair(a, b)
+    a, b = check_pair(a, b)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -180,7 +165,7 @@ def matmul_pointer_loads(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     launcher, aligned copies included, without step 4's choice of kernel. Like steps 1 and
     2 it does not record for autograd.
     """
-    a, b = _check_pair(a, b)
+    a, b = check_pair(a, b)
     return product(*aligned_if_worth_it(a, b), descriptors=False)
 
 
