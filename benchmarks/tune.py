@@ -857,6 +857,50 @@ def tune_softmax_persistent(shapes, dtypes):
             torch.cuda.empty_cache()
 
 
+def tune_softmax_registers(shapes, dtypes, candidates):
+    """The package's one-pass kernel with its registers capped (``maxnreg``), so that two
+    programs fit on an SM where one did (32768-wide rows: 47 registers a thread at 32
+    warps), in GPU time on cold copies against a copy of the same bytes."""
+    import triton_guide as tg
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
+    from triton_guide.softmax import softmax_kernel
+
+    print("softmax one-pass kernel, (warps, register cap): GPU time on cold copies, GB/s")
+    for dtype in dtypes:
+        for rows, cols in shapes:
+            first = torch.randn(rows, cols, device="cuda", dtype=dtype)
+            nbytes = 2 * first.numel() * first.element_size()
+            xs = [first] + [torch.randn_like(first)
+                            for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
+            ys = [torch.empty_like(x) for x in xs]
+            refs = torch.softmax(first.float(), dim=-1)
+
+            def rate(fn):
+                return gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: fn(x, y)
+                                                for x, y in zip(xs, ys)]))
+            copy = rate(lambda x, y: y.copy_(x))
+            ours = rate(lambda x, y: tg.softmax(x))
+            cells = []
+            for warps, maxnreg in candidates:
+                def run(x, y):
+                    softmax_kernel[(rows,)](x, y, x.stride(0), x.stride(1), y.stride(0), rows,
+                                            cols, BLOCK_ROWS=1,
+                                            BLOCK_SIZE=triton.next_power_of_2(cols),
+                                            num_warps=warps, maxnreg=maxnreg)
+                try:
+                    ys[0].fill_(float("nan"))
+                    run(xs[0], ys[0])
+                    right = torch.allclose(ys[0].float(), refs, atol=1e-2, rtol=1e-2)
+                    cells.append(f"w{warps}r{maxnreg} " + (f"{rate(run):5.0f}" if right
+                                                          else "wrong"))
+                except Exception as e:
+                    cells.append(f"w{warps}r{maxnreg} {type(e).__name__}")
+            print(f"{str(dtype)[6:]:>8} {rows:>5}x{cols:<5} copy {copy:5.0f} package {ours:5.0f} "
+                  f"({ours / copy:4.2f}) | " + "  ".join(cells), flush=True)
+            del xs, ys, first
+            torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------------------------------
 # attention
 # ---------------------------------------------------------------------------------------
@@ -1178,9 +1222,9 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
-                                 "softmax", "softmax_persistent", "attention",
-                                 "attention_persistent",
-                                 "attention_configs", "attention_flat"])
+                                 "softmax", "softmax_persistent", "softmax_registers",
+                                 "attention", "attention_persistent", "attention_configs",
+                                 "attention_flat"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -1253,6 +1297,10 @@ def main():
         tune_softmax_persistent([(4096, 4096), (8192, 4096), (4096, 8192), (4096, 16384),
                                  (2048, 32768), (4096, 2048)],
                                 (torch.float32, torch.float16, torch.bfloat16))
+    if "softmax_registers" in args.what:  # 32768-wide rows, two programs per SM
+        tune_softmax_registers([(2048, 32768), (4096, 16384)],
+                               (torch.float16, torch.bfloat16, torch.float32),
+                               [(32, None), (32, 32), (16, None), (16, 64), (16, 48)])
     if "attention" in args.what:
         tune_attention()
     if "attention_persistent" in args.what:  # the experiment above, full attention only
