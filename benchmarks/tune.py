@@ -693,6 +693,82 @@ def tune_matmul_tail_split(shapes, dtypes):
             torch.cuda.empty_cache()
 
 
+def _row_split_runner(a, b, big, slots, small):
+    """``a @ b`` (both stored by rows) by the package's descriptor kernel in two launches:
+    the first rows with ``big`` tiles, as many as make whole waves of ``slots`` programs,
+    the rest with ``small`` tiles (no split when ``small`` is None). Configurations are
+    (M, N, K blocks, group, stages, warps)."""
+    from triton_guide.matmul import alignment, descriptor, matmul_tma_kernel
+
+    (M, K), N = a.shape, b.shape[1]
+    per_row = triton.cdiv(N, big[1])
+    tiles = triton.cdiv(M, big[0]) * per_row
+    split = min(M, tiles // slots * slots // per_row * big[0]) if small else M
+    parts = [(lo, hi, cfg) for lo, hi, cfg in ((0, split, big), (split, M, small)) if hi > lo]
+    launches = []
+    for lo, hi, (m, n, k, g, s, w) in parts:
+        a_desc, b_desc = descriptor(a[lo:hi]), descriptor(b)
+        a_desc.block_shape, b_desc.block_shape = [m, k], [k, n]
+        launches.append((lo, hi - lo, (triton.cdiv(hi - lo, m) * triton.cdiv(N, n),), a_desc,
+                         b_desc, dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k,
+                                      GROUP_SIZE_M=g, num_stages=s, num_warps=w)))
+
+    def run():
+        c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+        for lo, rows, grid, a_desc, b_desc, meta in launches:
+            matmul_tma_kernel.fn[grid](a_desc, b_desc, c[lo:], rows, N, K, c.stride(0), 1,
+                                       C_ALIGN=alignment(N), **meta)
+        return c
+    return run, split
+
+
+# (configuration, programs per SM) for the first rows, and the tiles tried for the rest.
+ROW_SPLIT_BIG = [(_mm_cfg(128, 256, 64, 8, 3, 8), 1), (_mm_cfg(128, 128, 64, 8, 4, 4), 2)]
+ROW_SPLIT_SMALL = [_mm_cfg(64, 128, 64, 8, 4, 4), _mm_cfg(128, 128, 64, 8, 4, 4),
+                   _mm_cfg(64, 256, 64, 8, 3, 8), _mm_cfg(128, 64, 64, 8, 4, 4),
+                   _mm_cfg(64, 64, 64, 8, 4, 4)]
+
+
+def tune_matmul_row_split(shapes, dtypes):
+    """Whole waves of large tiles, then the last rows in smaller tiles (a second launch),
+    against each large configuration alone, the package and cuBLAS, in GPU time."""
+    import triton_guide as tg
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"matmul, last rows in smaller tiles: ours / cuBLAS in GPU time ({sms} SMs)")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            flops = 2 * M * N * K
+            cublas = matmul_tflop_per_s(torch.matmul, pairs)
+            row = [f"cuBLAS {cublas:5.0f}",
+                   f"package {matmul_tflop_per_s(tg.matmul, pairs) / cublas:.2f}"]
+            a, b = pairs[0]
+            reference = a.float() @ b.float()
+            for big, per_sm in ROW_SPLIT_BIG:
+                cells = []
+                for small in [None] + ROW_SPLIT_SMALL:
+                    name = "whole" if small is None else f"{small[0]}x{small[1]}/{small[5]}w"
+                    try:
+                        run, split = _row_split_runner(a, b, big, sms * per_sm, small)
+                        if small is not None and split in (0, M):
+                            continue  # no whole wave, or nothing left over: nothing to try
+                        error = relative_error(run(), reference)
+                        if error > 1e-2:
+                            cells.append(f"{name} wrong {error:.1e}")
+                            continue
+                        ms = gpu_ms([_row_split_runner(x, y, big, sms * per_sm, small)[0]
+                                     for x, y in pairs])
+                        cells.append(f"{name} {tflop_per_s(flops, ms) / cublas:.2f}")
+                    except Exception as e:  # out of resources: say so, go on
+                        cells.append(f"{name} {type(e).__name__}")
+                row.append(f"{big[0]}x{big[1]} to row {split}: " + " ".join(cells))
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: " + " | ".join(row), flush=True)
+            pairs.clear()
+            torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -1222,6 +1298,7 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
+                                 "matmul_row_split",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
                                  "attention_flat"])
@@ -1284,6 +1361,10 @@ def main():
         tune_matmul_tail_split([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000),
                                 (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)],
                                (torch.float16, torch.bfloat16))
+    if "matmul_row_split" in args.what:  # the last partial wave re-cut into smaller tiles
+        tune_matmul_row_split([(2000, 3000, 1000), (3072, 3072, 3072), (2048, 2048, 2048),
+                               (4096, 4096, 4096), (4096, 12288, 4096)],
+                              (torch.float16, torch.bfloat16))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
