@@ -722,48 +722,48 @@ def _row_split_runner(a, b, big, slots, small):
     return run, split
 
 
-# (configuration, programs per SM) for the first rows, and the tiles tried for the rest.
-ROW_SPLIT_BIG = [(_mm_cfg(128, 256, 64, 8, 3, 8), 1), (_mm_cfg(128, 128, 64, 8, 4, 4), 2)]
-ROW_SPLIT_SMALL = [_mm_cfg(64, 128, 64, 8, 4, 4), _mm_cfg(128, 128, 64, 8, 4, 4),
-                   _mm_cfg(64, 256, 64, 8, 3, 8), _mm_cfg(128, 64, 64, 8, 4, 4),
-                   _mm_cfg(64, 64, 64, 8, 4, 4)]
+# The tiles tried for the rows after the whole waves of 128 x 256 tiles (one per SM).
+ROW_SPLIT_SMALL = [_mm_cfg(128, 64, 64, 8, 4, 4), _mm_cfg(64, 128, 64, 8, 4, 4),
+                   _mm_cfg(64, 64, 64, 8, 4, 4), _mm_cfg(128, 128, 64, 8, 4, 4)]
 
 
 def tune_matmul_row_split(shapes, dtypes):
-    """Whole waves of large tiles, then the last rows in smaller tiles (a second launch),
-    against each large configuration alone, the package and cuBLAS, in GPU time."""
+    """Whole waves of 128 x 256 tiles, then the last rows in smaller tiles (a second
+    launch), against the package (which splits where ``last_wave_split`` says), the
+    package's one autotuned launch, 128 x 256 tiles throughout, and cuBLAS, in GPU time."""
     import triton_guide as tg
     from triton_guide.benchmark import cold_matmul_inputs, gpu_ms, matmul_tflop_per_s
+    from triton_guide.matmul import WAVE_TILE, last_wave_split, product
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print(f"matmul, last rows in smaller tiles: ours / cuBLAS in GPU time ({sms} SMs)")
+    print(f"matmul, last rows in smaller tiles: ours / cuBLAS in GPU time ({sms} SMs); "
+          "'split at': the package's row, 0 for one launch")
     for dtype in dtypes:
         for M, N, K in shapes:
             pairs = cold_matmul_inputs(M, N, K, dtype)
             flops = 2 * M * N * K
             cublas = matmul_tflop_per_s(torch.matmul, pairs)
-            row = [f"cuBLAS {cublas:5.0f}",
-                   f"package {matmul_tflop_per_s(tg.matmul, pairs) / cublas:.2f}"]
+            one = matmul_tflop_per_s(lambda x, y: product(x, y, True, split=0), pairs)
+            row = [f"cuBLAS {cublas:5.0f}", f"split at {last_wave_split(M, N, sms)}",
+                   f"package {matmul_tflop_per_s(tg.matmul, pairs) / cublas:.2f}",
+                   f"one launch {one / cublas:.2f}"]
             a, b = pairs[0]
             reference = a.float() @ b.float()
-            for big, per_sm in ROW_SPLIT_BIG:
-                cells = []
-                for small in [None] + ROW_SPLIT_SMALL:
-                    name = "whole" if small is None else f"{small[0]}x{small[1]}/{small[5]}w"
-                    try:
-                        run, split = _row_split_runner(a, b, big, sms * per_sm, small)
-                        if small is not None and split in (0, M):
-                            continue  # no whole wave, or nothing left over: nothing to try
-                        error = relative_error(run(), reference)
-                        if error > 1e-2:
-                            cells.append(f"{name} wrong {error:.1e}")
-                            continue
-                        ms = gpu_ms([_row_split_runner(x, y, big, sms * per_sm, small)[0]
-                                     for x, y in pairs])
-                        cells.append(f"{name} {tflop_per_s(flops, ms) / cublas:.2f}")
-                    except Exception as e:  # out of resources: say so, go on
-                        cells.append(f"{name} {type(e).__name__}")
-                row.append(f"{big[0]}x{big[1]} to row {split}: " + " ".join(cells))
+            for small in [None] + ROW_SPLIT_SMALL:
+                name = "256 wide" if small is None else f"{small[0]}x{small[1]}/{small[5]}w"
+                try:
+                    run, split = _row_split_runner(a, b, WAVE_TILE, sms, small)
+                    if small is not None and split in (0, M):
+                        continue  # no whole wave, or nothing left over: nothing to try
+                    error = relative_error(run(), reference)
+                    if error > 1e-2:
+                        row.append(f"{name} wrong {error:.1e}")
+                        continue
+                    ms = gpu_ms([_row_split_runner(x, y, WAVE_TILE, sms, small)[0]
+                                 for x, y in pairs])
+                    row.append(f"{name} {tflop_per_s(flops, ms) / cublas:.2f}")
+                except Exception as e:  # out of resources: say so, go on
+                    row.append(f"{name} {type(e).__name__}")
             print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: " + " | ".join(row), flush=True)
             pairs.clear()
             torch.cuda.empty_cache()
@@ -1362,9 +1362,9 @@ def main():
                                 (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)],
                                (torch.float16, torch.bfloat16))
     if "matmul_row_split" in args.what:  # the last partial wave re-cut into smaller tiles
-        tune_matmul_row_split([(2000, 3000, 1000), (3072, 3072, 3072), (2048, 2048, 2048),
-                               (4096, 4096, 4096), (4096, 12288, 4096)],
-                              (torch.float16, torch.bfloat16))
+        tune_matmul_row_split([(2304, 2304, 2304), (3072, 3072, 1024), (3072, 3072, 3072),
+                               (3072, 3072, 8192), (4096, 4352, 4096), (2000, 3000, 1000),
+                               (4096, 4096, 4096)], (torch.float16, torch.bfloat16))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)

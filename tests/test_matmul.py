@@ -251,6 +251,66 @@ def test_the_capability_is_asked_of_torch_once_per_gpu(monkeypatch):
     assert (answers, asked) == ([(9, 0), (9, 1), (9, 0), (9, 1), (9, 0)], [0, 1])
 
 
+# The last wave: on 132 SMs (an H100's, an H200's), 128 x 256 tiles.
+@pytest.mark.parametrize("m,n,sms,split", [
+    (3072, 3072, 132, 2816),  # 288 tiles: 2 full waves, then 24 tiles (22 rows of 12)
+    (2304, 2304, 132, 1792),  # 162 tiles: 1 full wave, then 30 (14 rows of 9 fill 126)
+    (4096, 4096, 132, 0),  # 512 tiles: the last wave 88% full
+    (2000, 3000, 132, 0),  # 192 tiles: 45% full
+    (2048, 2048, 132, 0),  # 128 tiles: not one full wave
+    (8192, 8192, 132, 0),  # 15 full waves: the last one's idle SMs cost little
+    (3072, 3072, 108, 0),  # an A100's 108 SMs: 2 full waves, then 72 tiles (67%)
+])
+def test_last_wave_split(m, n, sms, split):
+    assert matmul_module().last_wave_split(m, n, sms) == split
+
+
+def test_last_wave_split_leaves_whole_waves_above_it():
+    module = matmul_module()
+    tile_m, tile_n = module.WAVE_TILE[:2]
+    generator = torch.Generator().manual_seed(0)
+    splits = 0
+    for m, n, sms in torch.randint(1, 12000, (3000, 3), generator=generator).tolist():
+        sms = sms % 200 + 8
+        split = module.last_wave_split(m, n, sms)
+        if not split:
+            continue
+        splits += 1
+        per_row = -(-n // tile_n)
+        tiles_above = split // tile_m * per_row
+        full_waves = (-(-m // tile_m) * per_row) // sms
+        assert split % tile_m == 0 and 0 < split < m
+        # as many rows of tiles as full waves hold, short of one row at most
+        assert full_waves * sms - per_row < tiles_above <= full_waves * sms
+    assert splits > 20  # the rule was exercised
+
+
+@pytest.mark.parametrize("layout", ["rr", "cr", "rc"])
+def test_last_wave_split_computes_the_same_product(layout, device, check, launched):
+    module = matmul_module()
+    if not module.has_tma(device):
+        pytest.skip("this GPU has no TMA")
+    m, n, k = 304, 200, 80  # rows and columns 16-byte multiples: descriptors read all
+    a = stored(m, k, 0, layout[0] == "c", device, torch.float16)
+    b = stored(k, n, 0, layout[1] == "c", device, torch.float16)
+    c = module.product(a, b, descriptors=True, split=128)  # rows 128-303 in TAIL_TILE tiles
+    check("matmul", c, expected(a, b), rtol=tolerance(torch.float16, tensor_cores=True))
+    assert launched == [module.matmul_tma_kernel.fn] * 2 and c.shape == (m, n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_matmul_splits_the_last_wave_on_the_gpu(dtype, device, check, launched):
+    module = matmul_module()
+    if device.type != "cuda" or not module.has_tma(device):
+        pytest.skip("needs a GPU with TMA: the rule counts its SMs")
+    a = torch.randn(3072, 512, device=device, dtype=dtype)
+    b = torch.randn(512, 3072, device=device, dtype=dtype)
+    split = module.last_wave_split(3072, 3072, module.multiprocessors(device))
+    check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
+    assert launched == ([module.matmul_tma_kernel.fn] * 2 if split
+                        else [module.matmul_tma_kernel])
+
+
 def test_tile_shapes_follow_the_configuration_and_the_layout():
     from triton_guide.matmul import _set_tile_shapes, descriptor
 

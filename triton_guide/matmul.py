@@ -384,10 +384,15 @@ def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor,
     return a, b
 
 
-def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor:
+def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
+            split: int | None = None) -> torch.Tensor:
     """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which
     :func:`descriptor_ready` must allow) or :func:`matmul_kernel`, for inputs
-    :func:`matmul` has checked: the launch, without the choice of kernel."""
+    :func:`matmul` has checked: the launch, without the choice of kernel.
+
+    ``split``: the descriptor kernel's first row in TAIL_TILE tiles, launched after the rows
+    above it in WAVE_TILE tiles (0: one autotuned launch); by default
+    :func:`last_wave_split` decides."""
     M, K = a.shape
     N = b.shape[1]
     # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
@@ -401,9 +406,16 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
                   INT64_OFFSETS=needs_int64_offsets(a, b, c))
     if descriptors:
-        fast_launch(matmul_tma_kernel)[grid](
-            descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1),
-            A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b), **common)
+        if split is None:
+            split = 0 if interpreting() or a.element_size() != 2 else last_wave_split(
+                M, width, multiprocessors(a.device))
+        if split:
+            _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
+            _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
+        else:
+            fast_launch(matmul_tma_kernel)[grid](
+                descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1),
+                A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b), **common)
     else:
         (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
         fast_launch(matmul_kernel)[grid](
@@ -412,6 +424,47 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool) -> torch.Tensor
             A_ALIGN=a_align, B_ALIGN=b_align, A_COLUMNS=a_columns, B_COLUMNS=b_columns,
             **common)
     return c if width == N else c[:, :N].contiguous()
+
+
+# The last wave. An H100 SM runs one 128 x 256 program at a time (8 warps; three stages
+# of a and b tiles take 144 KiB of shared memory), so T such tiles run in ceil(T / SMs)
+# waves, and a last wave of a few tiles leaves most SMs idle while it runs: 3072^3 is 288
+# tiles on 132 SMs, two full waves and 24 tiles. Computing the rows of that last wave in
+# 128 x 64 tiles instead, by a second launch, took 3072^3 from 0.75x cuBLAS (128 x 256
+# tiles throughout) to 0.91x in float16 and 0.89x in bfloat16, where the autotuner's one
+# launch ran 0.83x and 0.79x (H100, GPU time; benchmarks/tune.py matmul_row_split,
+# NOTES.md fourteenth session). Where the last wave was fuller (2000 x 3000 x 1000: 45%
+# of the SMs; 4096^3: 88%), the smaller tiles cost more than the idle SMs did.
+WAVE_TILE = (128, 256, 64, 8, 3, 8)  # BLOCK_SIZE_M, _N, _K, GROUP_SIZE_M, stages, warps
+TAIL_TILE = (128, 64, 64, 8, 4, 4)
+MAX_TAIL_SHARE = 0.25  # split only where the last wave fills at most this share of the SMs
+MAX_FULL_WAVES = 4  # and comes after at most this many full waves
+
+
+def last_wave_split(M: int, N: int, sms: int) -> int:
+    """The row of c from which :func:`product` uses TAIL_TILE tiles, after whole waves of
+    WAVE_TILE tiles on ``sms`` SMs (see the comment above); 0 where it keeps one launch."""
+    tile_rows, tile_cols = WAVE_TILE[:2]
+    per_row = cdiv(N, tile_cols)
+    full_waves, tail = divmod(cdiv(M, tile_rows) * per_row, sms)
+    if not (1 <= full_waves <= MAX_FULL_WAVES and 0 < tail <= MAX_TAIL_SHARE * sms):
+        return 0
+    return full_waves * sms // per_row * tile_rows
+
+
+def _tile_launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                 tile: tuple[int, ...], common: dict) -> None:
+    """``c = a @ b`` by :func:`matmul_tma_kernel` in one given configuration (no autotuning);
+    c's rows may be padded, as :func:`product` makes them."""
+    (M, K), width = a.shape, c.shape[1]
+    m, n, k, group, stages, warps = tile
+    meta = dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, GROUP_SIZE_M=group,
+                A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b))
+    a_desc, b_desc = descriptor(a), descriptor(b)
+    _set_tile_shapes(dict(meta, a_desc=a_desc, b_desc=b_desc))
+    fast_launch(matmul_tma_kernel.fn)[(cdiv(M, m) * cdiv(width, n),)](
+        a_desc, b_desc, c, M, width, K, c.stride(0), c.stride(1), num_stages=stages,
+        num_warps=warps, **meta, **common)
 
 
 def output_width(M: int, N: int, K: int, item_size: int) -> int:
@@ -483,6 +536,17 @@ def compute_capability(device: torch.device) -> tuple[int, int]:
 @functools.cache
 def _capability_of(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
+
+
+def multiprocessors(device: torch.device) -> int:
+    """The GPU's number of SMs, asked of torch once per GPU (as :func:`compute_capability`)."""
+    return _multiprocessors_of(device.index if device.index is not None
+                               else torch.cuda.current_device())
+
+
+@functools.cache
+def _multiprocessors_of(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def descriptor(x: torch.Tensor) -> TensorDescriptor:
