@@ -15,6 +15,8 @@ You will learn:
   a picture drawn by the kernel's own program-to-tile helper;
 * autotuning tile sizes with ``triton.autotune`` (step 3);
 * reading tiles through tensor descriptors, Hopper's TMA copies (step 4);
+* why a product can leave most of the GPU idle in its last wave of tiles, and what a
+  second launch in smaller tiles does about it;
 * what each step buys, as a fraction of cuBLAS, TFLOP/s against size, and what the
   host's time per call adds at small sizes.
 """
@@ -29,7 +31,8 @@ import torch
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
                                     tflop_per_s)
-from triton_guide.matmul import kernel_inputs, layout, matmul_kernel, unaligned_runs
+from triton_guide.matmul import (WAVE_TILE, has_tma, kernel_inputs, last_wave_split, layout,
+                                 matmul_kernel, multiprocessors, product, unaligned_runs)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -366,6 +369,84 @@ for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
               f"{'step 4' if descriptors else 'step 3'}{copies}, relative error {error:.1e}")
 
 # %%
+# The last wave
+# -------------
+# A kernel's programs run in *waves*: as many at a time as the SMs hold, then the next
+# batch as programs finish. The largest tiles the autotuner tries, 128 x 256 with 8 warps,
+# hold three stages of a and b tiles in 144 KiB of shared memory, so an SM runs one at a
+# time. A 3072^3 product is 288 such tiles; on an H100's 132 SMs that is two full waves and
+# then 24 tiles, and while those 24 run, 108 SMs have nothing to do: the third wave costs
+# as long as a full one for 18% of its work. So where 128 x 256 tiles leave a last wave at
+# most a quarter full, after one to four full ones, ``product`` computes the rows of that
+# last wave in 128 x 64 tiles, a quarter of the work each and four times as many, by a
+# second launch of the same kernel:
+#
+# .. literalinclude:: /../triton_guide/matmul.py
+#    :pyobject: last_wave_split
+#
+# Where the last wave is fuller, the smaller tiles cost more than the idle SMs did (on an
+# H100, 2000 x 3000 x 1000 ran slower split; ``benchmarks/tune.py matmul_row_split``,
+# ``benchmarks/NOTES.md``). The rule for a few products on this GPU (under the
+# interpreter, which has no SMs, on an H100's 132):
+
+sms = multiprocessors(device) if device.type == "cuda" else 132
+tile_m, tile_n = WAVE_TILE[:2]
+for m, n in [(2048, 2048), (3072, 3072), (4096, 4096), (2000, 3000), (8192, 8192)]:
+    tiles = -(-m // tile_m) * -(-n // tile_n)
+    full_waves, tail = divmod(tiles, sms)
+    split = last_wave_split(m, n, sms)
+    plan = f"rows {split}-{m - 1} in 128 x 64 tiles" if split else "one launch"
+    waves = f"{full_waves:>2} full wave{'' if full_waves == 1 else 's'}"
+    print(f"{m} x {n} on {sms} SMs: {tiles:>4} tiles of {tile_m} x {tile_n}, {waves} and "
+          f"{tail:>3} tiles ({tail / sms:4.0%} of a wave): {plan}")
+
+# %%
+# The two launches compute the same product as one (here with the rows from 128 on in the
+# smaller tiles, under the interpreter, or where the rule splits on this GPU):
+
+m, n, k = runtime.pick(interpreter=(304, 200, 80), gpu=(3072, 3072, 512))
+split = runtime.pick(interpreter=128, gpu=last_wave_split(m, n, sms))
+a = torch.randn(m, k, device=device, dtype=torch.float16)
+b = torch.randn(k, n, device=device, dtype=torch.float16)
+if has_tma(device) and split:
+    error = assert_close(product(a, b, descriptors=True, split=split),
+                         matmul_reference(a.double(), b.double()),
+                         rtol=tolerance(torch.float16, tensor_cores=True))
+    print(f"{m} x {n} x {k} float16, rows {split}-{m - 1} by a second launch: "
+          f"relative error {error:.1e}")
+else:
+    print(f"{m} x {n} x {k}: this GPU keeps one launch (no TMA, or no last wave to split)")
+
+# %%
+# What the second launch buys, in GPU time against cuBLAS in the same run: ``matmul`` as
+# it is, and its autotuned single launch (``product(..., split=0)``), on square float16
+# products. At 4096 the rule keeps one launch, so the two rows time the
+# same code.
+
+
+def on_cold_copies(fn):
+    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
+
+
+def one_launch(a, b):  # matmul without the split
+    a, b, descriptors = kernel_inputs(a, b)
+    return product(a, b, descriptors, split=0)
+
+
+last_wave = bench.sweep("matmul, the last wave", [2304, 3072, 4096],
+                        {"matmul": on_cold_copies(matmul),
+                         "one launch": on_cold_copies(one_launch),
+                         "cuBLAS": on_cold_copies(matmul_reference)},
+                        lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
+                        unit="TFLOP/s", ceiling="gemm_fp16",
+                        xlabel="n (n x n x n, float16)", gpu_time=True)
+for run in last_wave:
+    for i, size in enumerate(run.xs):
+        cublas = run["cuBLAS"][i]
+        print(f"{run.gpu}, n = {size}: matmul {run['matmul'][i] / cublas:.2f}x cuBLAS, "
+              f"one launch {run['one launch'][i] / cublas:.2f}x")
+
+# %%
 # What each step buys
 # -------------------
 # Steps 1 to 4, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
@@ -442,10 +523,6 @@ for run in column_ladder:
 # product, measured in the same run.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
-
-
-def on_cold_copies(fn):
-    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
 
 
 results = bench.sweep("matmul, GPU time", sizes,
@@ -564,6 +641,8 @@ for run in results:
 # * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic and no masks. They
 #   need rows on 16-byte boundaries, and a copy into padded rows can pay for itself. Measure both
 #   kernels on the same inputs before choosing between them.
+# * Count the waves: a last wave of a few tiles idles most SMs. Smaller tiles for those
+#   rows, launched second, win it back where the wave is nearly empty.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
@@ -571,4 +650,5 @@ for run in results:
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
-# :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`.
+# :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`,
+# :func:`triton_guide.matmul.last_wave_split`, :func:`triton_guide.matmul.product`.
