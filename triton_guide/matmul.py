@@ -3,7 +3,9 @@
 Each program computes one ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of the output, walking along
 K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are numbered so
 that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
-are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``.
+are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``,
+except where the largest tiles would leave a nearly empty last wave of programs: those rows
+are computed in smaller tiles by a second launch (:func:`last_wave_split`).
 
 Two kernels do this: :func:`matmul_kernel` loads its tiles through pointers;
 :func:`matmul_tma_kernel` through tensor descriptors (on Hopper, TMA copies of whole tiles).
