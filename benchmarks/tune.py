@@ -769,6 +769,46 @@ def tune_matmul_row_split(shapes, dtypes):
             torch.cuda.empty_cache()
 
 
+def tune_matmul_last_wave(shapes, dtypes, rounds=3):
+    """The package's matmul with and without its last-wave split (its split at a given row,
+    and its single autotuned launch), timed in turns ``rounds`` times with cuBLAS, in GPU
+    time: the medians, so that drifting clocks fall on both sides alike."""
+    from statistics import median
+
+    from triton_guide.benchmark import cold_matmul_inputs, matmul_tflop_per_s
+    from triton_guide.matmul import WAVE_TILE, kernel_inputs, product
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"matmul, last-wave split against one launch: ours / cuBLAS in GPU time ({sms} SMs), "
+          f"median of {rounds} rounds taken in turns")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            a, b, descriptors = kernel_inputs(*pairs[0])
+            per_row = triton.cdiv(b.shape[1], WAVE_TILE[1])
+            full_waves, tail = divmod(triton.cdiv(M, WAVE_TILE[0]) * per_row, sms)
+            split = full_waves * sms // per_row * WAVE_TILE[0]  # as last_wave_split, if asked
+
+            def variant(split):
+                def call(x, y):
+                    x, y, descriptors = kernel_inputs(x, y)
+                    return product(x, y, descriptors, split=split)
+                return call
+            rates = {"split": [], "one launch": [], "cuBLAS": []}
+            for _ in range(rounds):
+                rates["split"].append(matmul_tflop_per_s(variant(split), pairs))
+                rates["one launch"].append(matmul_tflop_per_s(variant(0), pairs))
+                rates["cuBLAS"].append(matmul_tflop_per_s(torch.matmul, pairs))
+            cublas = median(rates["cuBLAS"])
+            cells = "  ".join(f"{name} {median(values) / cublas:.2f} "
+                              f"({'/'.join(f'{v / cublas:.2f}' for v in values)})"
+                              for name, values in rates.items() if name != "cuBLAS")
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: {full_waves} full waves + {tail} tiles, "
+                  f"split at {split} | cuBLAS {cublas:5.0f} | {cells}", flush=True)
+            pairs.clear()
+            torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -1298,7 +1338,7 @@ def main():
                                  "matmul_decode", "matmul_k1000", "matmul_row_starts",
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
-                                 "matmul_row_split",
+                                 "matmul_row_split", "matmul_last_wave",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
                                  "attention_flat"])
@@ -1365,6 +1405,10 @@ def main():
         tune_matmul_row_split([(2304, 2304, 2304), (3072, 3072, 1024), (3072, 3072, 3072),
                                (3072, 3072, 8192), (4096, 4352, 4096), (2000, 3000, 1000),
                                (4096, 4096, 4096)], (torch.float16, torch.bfloat16))
+    if "matmul_last_wave" in args.what:  # the split against one launch, in turns
+        tune_matmul_last_wave([(2304, 2304, 2304), (3072, 3072, 3072), (4096, 3328, 4096),
+                               (4096, 4352, 4096), (4095, 4097, 4093), (2816, 2816, 2816)],
+                              (torch.float16, torch.bfloat16))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
