@@ -744,7 +744,7 @@ def tune_matmul_row_split(shapes, dtypes):
             flops = 2 * M * N * K
             cublas = matmul_tflop_per_s(torch.matmul, pairs)
             one = matmul_tflop_per_s(lambda x, y: product(x, y, True, split=0), pairs)
-            row = [f"cuBLAS {cublas:5.0f}", f"split at {last_wave_split(M, N, sms)}",
+            row = [f"cuBLAS {cublas:5.0f}", f"split at {last_wave_split(M, N, K, sms)}",
                    f"package {matmul_tflop_per_s(tg.matmul, pairs) / cublas:.2f}",
                    f"one launch {one / cublas:.2f}"]
             a, b = pairs[0]

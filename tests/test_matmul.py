@@ -251,35 +251,39 @@ def test_the_capability_is_asked_of_torch_once_per_gpu(monkeypatch):
     assert (answers, asked) == ([(9, 0), (9, 1), (9, 0), (9, 1), (9, 0)], [0, 1])
 
 
-# The last wave: on 132 SMs (an H100's, an H200's), 128 x 256 tiles.
-@pytest.mark.parametrize("m,n,sms,split", [
-    (3072, 3072, 132, 2816),  # 288 tiles: 2 full waves, then 24 tiles (22 rows of 12)
-    (2304, 2304, 132, 1792),  # 162 tiles: 1 full wave, then 30 (14 rows of 9 fill 126)
-    (4096, 4096, 132, 0),  # 512 tiles: the last wave 88% full
-    (2000, 3000, 132, 0),  # 192 tiles: 45% full
-    (2048, 2048, 132, 0),  # 128 tiles: not one full wave
-    (8192, 8192, 132, 0),  # 15 full waves: the last one's idle SMs cost little
-    (3072, 3072, 108, 0),  # an A100's 108 SMs: 2 full waves, then 72 tiles (67%)
+# The last wave: on 132 SMs (an H100's, an H200's), 128 x 256 x 64 tiles.
+@pytest.mark.parametrize("m,n,k,sms,split", [
+    (3072, 3072, 3072, 132, 2816),  # 288 tiles: 2 full waves, then 24 (22 rows of 12)
+    (4096, 3328, 4096, 132, 3840),  # 416 tiles: 3 full waves, then 20 (30 rows of 13)
+    (4096, 4352, 1024, 132, 3968),  # 544 tiles: 4 full waves, then 16 (31 rows of 17)
+    (2304, 2304, 2304, 132, 0),  # 162 tiles: 1 full wave, then 30
+    (4096, 4096, 4096, 132, 0),  # 512 tiles: the last wave 88% full
+    (2000, 3072, 1024, 132, 0),  # 192 tiles: 45% full
+    (2048, 2048, 2048, 132, 0),  # 128 tiles: not one full wave
+    (8192, 8192, 8192, 132, 0),  # 15 full waves: the last one's idle SMs cost little
+    (3072, 3072, 3072, 108, 0),  # an A100's 108 SMs: 2 full waves, then 72 tiles (67%)
+    (3072, 3000, 3072, 132, 0),  # N not a multiple of 256: not measured, not split
+    (3072, 3072, 3000, 132, 0),  # K not a multiple of 64: the same
 ])
-def test_last_wave_split(m, n, sms, split):
-    assert matmul_module().last_wave_split(m, n, sms) == split
+def test_last_wave_split(m, n, k, sms, split):
+    assert matmul_module().last_wave_split(m, n, k, sms) == split
 
 
 def test_last_wave_split_leaves_whole_waves_above_it():
     module = matmul_module()
-    tile_m, tile_n = module.WAVE_TILE[:2]
+    tile_m, tile_n, tile_k = module.WAVE_TILE[:3]
     generator = torch.Generator().manual_seed(0)
     splits = 0
-    for m, n, sms in torch.randint(1, 12000, (3000, 3), generator=generator).tolist():
-        sms = sms % 200 + 8
-        split = module.last_wave_split(m, n, sms)
+    for m, columns, sms in torch.randint(1, 12000, (3000, 3), generator=generator).tolist():
+        n, sms = (columns % 48 + 1) * tile_n, sms % 200 + 8
+        split = module.last_wave_split(m, n, 4 * tile_k, sms)
         if not split:
             continue
         splits += 1
-        per_row = -(-n // tile_n)
+        per_row = n // tile_n
         tiles_above = split // tile_m * per_row
         full_waves = (-(-m // tile_m) * per_row) // sms
-        assert split % tile_m == 0 and 0 < split < m
+        assert split % tile_m == 0 and 0 < split < m and full_waves in module.FULL_WAVES
         # as many rows of tiles as full waves hold, short of one row at most
         assert full_waves * sms - per_row < tiles_above <= full_waves * sms
     assert splits > 20  # the rule was exercised
@@ -305,7 +309,7 @@ def test_matmul_splits_the_last_wave_on_the_gpu(dtype, device, check, launched):
         pytest.skip("needs a GPU with TMA: the rule counts its SMs")
     a = torch.randn(3072, 512, device=device, dtype=dtype)
     b = torch.randn(512, 3072, device=device, dtype=dtype)
-    split = module.last_wave_split(3072, 3072, module.multiprocessors(device))
+    split = module.last_wave_split(3072, 3072, 512, module.multiprocessors(device))
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
     assert launched == ([module.matmul_tma_kernel.fn] * 2 if split
                         else [module.matmul_tma_kernel])

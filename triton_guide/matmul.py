@@ -410,7 +410,7 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     if descriptors:
         if split is None:
             split = 0 if interpreting() or a.element_size() != 2 else last_wave_split(
-                M, width, multiprocessors(a.device))
+                M, width, K, multiprocessors(a.device))
         if split:
             _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
             _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
@@ -432,24 +432,28 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
 # of a and b tiles take 144 KiB of shared memory), so T such tiles run in ceil(T / SMs)
 # waves, and a last wave of a few tiles leaves most SMs idle while it runs: 3072^3 is 288
 # tiles on 132 SMs, two full waves and 24 tiles. Computing the rows of that last wave in
-# 128 x 64 tiles instead, by a second launch, took 3072^3 from 0.75x cuBLAS (128 x 256
-# tiles throughout) to 0.91x in float16 and 0.89x in bfloat16, where the autotuner's one
-# launch ran 0.83x and 0.79x (H100, GPU time; benchmarks/tune.py matmul_row_split,
-# NOTES.md fourteenth session). Where the last wave was fuller (2000 x 3000 x 1000: 45%
-# of the SMs; 4096^3: 88%), the smaller tiles cost more than the idle SMs did.
+# 128 x 64 tiles instead, by a second launch, took 3072^3 from 0.82x cuBLAS (the
+# autotuner's one launch) to 0.91x in float16 and from 0.79x to 0.89x in bfloat16; after 3
+# and 4 full waves (4096 x 3328 x 4096, 4096 x 4352 x 4096) it gained 4-11%. After one
+# full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
+# it lost. It was measured only where N and K are multiples of the large tile; the ragged
+# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns:
+# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.)
 WAVE_TILE = (128, 256, 64, 8, 3, 8)  # BLOCK_SIZE_M, _N, _K, GROUP_SIZE_M, stages, warps
 TAIL_TILE = (128, 64, 64, 8, 4, 4)
 MAX_TAIL_SHARE = 0.25  # split only where the last wave fills at most this share of the SMs
-MAX_FULL_WAVES = 4  # and comes after at most this many full waves
+FULL_WAVES = range(2, 5)  # and comes after this many full waves
 
 
-def last_wave_split(M: int, N: int, sms: int) -> int:
+def last_wave_split(M: int, N: int, K: int, sms: int) -> int:
     """The row of c from which :func:`product` uses TAIL_TILE tiles, after whole waves of
     WAVE_TILE tiles on ``sms`` SMs (see the comment above); 0 where it keeps one launch."""
-    tile_rows, tile_cols = WAVE_TILE[:2]
-    per_row = cdiv(N, tile_cols)
+    tile_rows, tile_cols, tile_k = WAVE_TILE[:3]
+    if N % tile_cols or K % tile_k:
+        return 0
+    per_row = N // tile_cols
     full_waves, tail = divmod(cdiv(M, tile_rows) * per_row, sms)
-    if not (1 <= full_waves <= MAX_FULL_WAVES and 0 < tail <= MAX_TAIL_SHARE * sms):
+    if full_waves not in FULL_WAVES or not 0 < tail <= MAX_TAIL_SHARE * sms:
         return 0
     return full_waves * sms // per_row * tile_rows
 

@@ -377,27 +377,29 @@ for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
 # time. A 3072^3 product is 288 such tiles; on an H100's 132 SMs that is two full waves and
 # then 24 tiles, and while those 24 run, 108 SMs have nothing to do: the third wave costs
 # as long as a full one for 18% of its work. So where 128 x 256 tiles leave a last wave at
-# most a quarter full, after one to four full ones, ``product`` computes the rows of that
+# most a quarter full, after two to four full ones, ``product`` computes the rows of that
 # last wave in 128 x 64 tiles, a quarter of the work each and four times as many, by a
 # second launch of the same kernel:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: last_wave_split
 #
-# Where the last wave is fuller, the smaller tiles cost more than the idle SMs did (on an
-# H100, 2000 x 3000 x 1000 ran slower split; ``benchmarks/tune.py matmul_row_split``,
-# ``benchmarks/NOTES.md``). The rule for a few products on this GPU (under the
-# interpreter, which has no SMs, on an H100's 132):
+# The conditions are where it was measured to win, on an H100 with the split and the
+# single launch timed in turns (``benchmarks/tune.py matmul_last_wave``,
+# ``benchmarks/NOTES.md``). After a single full wave it gained nothing, where the last
+# wave is fuller the smaller tiles cost more than the idle SMs did, and a ragged product
+# (N and K not multiples of the large tile) ran slower split. The rule for a few products
+# on this GPU (under the interpreter, which has no SMs, on an H100's 132):
 
 sms = multiprocessors(device) if device.type == "cuda" else 132
 tile_m, tile_n = WAVE_TILE[:2]
-for m, n in [(2048, 2048), (3072, 3072), (4096, 4096), (2000, 3000), (8192, 8192)]:
+for m, n in [(2304, 2304), (3072, 3072), (4096, 4096), (2000, 3072), (8192, 8192)]:
     tiles = -(-m // tile_m) * -(-n // tile_n)
     full_waves, tail = divmod(tiles, sms)
-    split = last_wave_split(m, n, sms)
+    split = last_wave_split(m, n, 4096, sms)
     plan = f"rows {split}-{m - 1} in 128 x 64 tiles" if split else "one launch"
     waves = f"{full_waves:>2} full wave{'' if full_waves == 1 else 's'}"
-    print(f"{m} x {n} on {sms} SMs: {tiles:>4} tiles of {tile_m} x {tile_n}, {waves} and "
+    print(f"{m} x {n} x 4096 on {sms} SMs: {tiles:>4} tiles of {tile_m} x {tile_n}, {waves} and "
           f"{tail:>3} tiles ({tail / sms:4.0%} of a wave): {plan}")
 
 # %%
@@ -405,7 +407,7 @@ for m, n in [(2048, 2048), (3072, 3072), (4096, 4096), (2000, 3000), (8192, 8192
 # smaller tiles, under the interpreter, or where the rule splits on this GPU):
 
 m, n, k = runtime.pick(interpreter=(304, 200, 80), gpu=(3072, 3072, 512))
-split = runtime.pick(interpreter=128, gpu=last_wave_split(m, n, sms))
+split = runtime.pick(interpreter=128, gpu=last_wave_split(m, n, k, sms))
 a = torch.randn(m, k, device=device, dtype=torch.float16)
 b = torch.randn(k, n, device=device, dtype=torch.float16)
 if has_tma(device) and split:
@@ -420,8 +422,8 @@ else:
 # %%
 # What the second launch buys, in GPU time against cuBLAS in the same run: ``matmul`` as
 # it is, and its autotuned single launch (``product(..., split=0)``), on square float16
-# products. At 4096 the rule keeps one launch, so the two rows time the
-# same code.
+# products. At 4096 the rule keeps one launch, so the two rows time the same code: what
+# separates them there is the measurement's own spread.
 
 
 def on_cold_copies(fn):
@@ -433,7 +435,7 @@ def one_launch(a, b):  # matmul without the split
     return product(a, b, descriptors, split=0)
 
 
-last_wave = bench.sweep("matmul, the last wave", [2304, 3072, 4096],
+last_wave = bench.sweep("matmul, the last wave", [3072, 4096],
                         {"matmul": on_cold_copies(matmul),
                          "one launch": on_cold_copies(one_launch),
                          "cuBLAS": on_cold_copies(matmul_reference)},
