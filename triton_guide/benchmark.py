@@ -95,14 +95,19 @@ def copies_for_cold_cache(bytes_per_call: int, at_least: int = 4) -> int:
     return max(at_least, math.ceil(COLD_BYTES / bytes_per_call))
 
 
+# How long gpu_ms replays its graph untimed before timing it, in seconds.
+WARMUP_S = 0.1
+
+
 def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
     """Median GPU time of one call, with the host's launch time left out, in milliseconds.
 
     ``calls`` do the same work on distinct copies of the inputs (see
     :func:`copies_for_cold_cache`). They are run once (to compile and autotune), captured
-    back to back in one CUDA graph, and the graph is replayed ``replays`` times: a replay
-    launches every kernel from the GPU's side, so no call waits for Python, and a call's
-    inputs are out of L2 by the time it comes round again. ``median_ms`` (``do_bench``)
+    back to back in one CUDA graph, and the graph is replayed untimed for WARMUP_S seconds,
+    then ``replays`` times timed: a replay launches every kernel from the GPU's side, so no
+    call waits for Python, and a call's inputs are out of L2 by the time it comes round
+    again. ``median_ms`` (``do_bench``)
     times one call as a program makes it, host included whenever the host is the slower.
     """
     if not timings_meaningful():
@@ -116,7 +121,15 @@ def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
     with torch.cuda.graph(graph):
         for call in calls:
             call()
-    graph.replay()
+    # A GPU that has been idle runs at a low clock and takes tens of milliseconds to speed
+    # up; replays that short would time the ramp (the first size of a sweep came out 10-20%
+    # slow on an H100 when it opened a page's first heavy section). So replay untimed first.
+    warm_until = time.perf_counter() + WARMUP_S
+    while True:
+        graph.replay()
+        torch.cuda.synchronize()
+        if time.perf_counter() >= warm_until:
+            break
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
