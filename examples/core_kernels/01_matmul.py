@@ -423,7 +423,10 @@ else:
 # What the second launch buys, in GPU time against cuBLAS in the same run: ``matmul`` as
 # it is, and its autotuned single launch (``product(..., split=0)``), on square float16
 # products. At 4096 the rule keeps one launch, so the two rows time the same code: what
-# separates them there is the measurement's own spread.
+# separates them there is the measurement's own spread. The second launch has a price
+# these GPU times leave out: the host builds two more descriptors and launches once more
+# per call, which a program that waits for each product pays (see "The host's share"
+# below, and ``benchmarks/NOTES.md`` for 3072^3).
 
 
 def on_cold_copies(fn):
