@@ -919,11 +919,28 @@ def _persistent_candidates(block_cols):
     return [(w, s, p) for w in warps for s in (1, 2, 3) for p in per_sm]
 
 
+def _softmax_cold_case(rows, cols, dtype):
+    """Inputs of one softmax shape on enough copies to overrun L2, their outputs, the
+    float32 reference of the first, and ``rate(fn)``: GB/s of ``fn(x, y)`` over the
+    copies in GPU time (read and write once)."""
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
+
+    first = torch.randn(rows, cols, device="cuda", dtype=dtype)
+    nbytes = 2 * first.numel() * first.element_size()
+    xs = [first] + [torch.randn_like(first)
+                    for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
+    ys = [torch.empty_like(x) for x in xs]
+
+    def rate(fn):
+        return gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: fn(x, y) for x, y in zip(xs, ys)]))
+    return xs, ys, torch.softmax(first.float(), dim=-1), rate
+
+
 def tune_softmax_persistent(shapes, dtypes):
     """The package's one-pass kernel against a persistent, pipelined one, in GPU time on
     cold copies (as report.py times it), with a copy of the same bytes timed alike."""
     import triton_guide as tg
-    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms, measure_ceiling
+    from triton_guide.benchmark import measure_ceiling
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     copy_1gib = measure_ceiling("copy").value
@@ -931,16 +948,7 @@ def tune_softmax_persistent(shapes, dtypes):
           f"{copy_1gib:.0f} GB/s; 'copy' is a copy of the same bytes timed alike")
     for dtype in dtypes:
         for rows, cols in shapes:
-            first = torch.randn(rows, cols, device="cuda", dtype=dtype)
-            nbytes = 2 * first.numel() * first.element_size()
-            xs = [first] + [torch.randn_like(first)
-                            for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
-            ys = [torch.empty_like(x) for x in xs]
-            refs = torch.softmax(first.float(), dim=-1)
-
-            def rate(fn):
-                return gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: fn(x, y)
-                                                for x, y in zip(xs, ys)]))
+            xs, ys, refs, rate = _softmax_cold_case(rows, cols, dtype)
             copy = rate(lambda x, y: y.copy_(x))
             base = rate(lambda x, y: torch.softmax(x, dim=-1))
             ours = rate(lambda x, y: tg.softmax(x))
@@ -969,7 +977,7 @@ def tune_softmax_persistent(shapes, dtypes):
                   f"package {ours:5.0f} ({ours / copy:4.2f} of copy, {ours / copy_1gib:4.2f} "
                   f"of 1 GiB) | persistent {top} ({variants[0][0] / copy:4.2f} of copy)",
                   flush=True)
-            del xs, ys, first
+            del xs, ys
             torch.cuda.empty_cache()
 
 
@@ -978,22 +986,12 @@ def tune_softmax_registers(shapes, dtypes, candidates):
     programs fit on an SM where one did (32768-wide rows: 47 registers a thread at 32
     warps), in GPU time on cold copies against a copy of the same bytes."""
     import triton_guide as tg
-    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms
     from triton_guide.softmax import softmax_kernel
 
     print("softmax one-pass kernel, (warps, register cap): GPU time on cold copies, GB/s")
     for dtype in dtypes:
         for rows, cols in shapes:
-            first = torch.randn(rows, cols, device="cuda", dtype=dtype)
-            nbytes = 2 * first.numel() * first.element_size()
-            xs = [first] + [torch.randn_like(first)
-                            for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
-            ys = [torch.empty_like(x) for x in xs]
-            refs = torch.softmax(first.float(), dim=-1)
-
-            def rate(fn):
-                return gb_per_s(nbytes, gpu_ms([lambda x=x, y=y: fn(x, y)
-                                                for x, y in zip(xs, ys)]))
+            xs, ys, refs, rate = _softmax_cold_case(rows, cols, dtype)
             copy = rate(lambda x, y: y.copy_(x))
             ours = rate(lambda x, y: tg.softmax(x))
             cells = []
@@ -1013,7 +1011,7 @@ def tune_softmax_registers(shapes, dtypes, candidates):
                     cells.append(f"w{warps}r{maxnreg} {type(e).__name__}")
             print(f"{str(dtype)[6:]:>8} {rows:>5}x{cols:<5} copy {copy:5.0f} package {ours:5.0f} "
                   f"({ours / copy:4.2f}) | " + "  ".join(cells), flush=True)
-            del xs, ys, first
+            del xs, ys
             torch.cuda.empty_cache()
 
 
