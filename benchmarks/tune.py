@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from triton_guide.attention import LOG2E, _forward_block_loop, _rows
+from triton_guide.attention import LOG2E, TUNED, _forward_block_loop, _rows
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
 from triton_guide.matmul import store_output_tile, tile_of_program
 from triton_guide.testing import relative_error
@@ -809,6 +809,160 @@ def tune_matmul_last_wave(shapes, dtypes, rounds=3):
             torch.cuda.empty_cache()
 
 
+# An experiment, not the package's kernel: tiles 64 rows or columns larger than a power of
+# two (192 x 128, 128 x 192, 192 x 192), as four accumulators of power-of-two shapes (the main
+# BLOCK_SIZE_M x BLOCK_SIZE_N one, EXTRA_N columns to its right, EXTRA_M rows below it, and
+# the corner), each fed by tl.dot from its own descriptor loads. cuBLAS picks 192-wide tiles
+# at 3072^3 and 2000 x 3000 x 1000, where tiles of powers of two leave a last wave of
+# programs mostly empty. Row-major a and b whose rows start on 16-byte boundaries.
+# ``python benchmarks/tune.py matmul_wide_tiles``.
+@triton.jit
+def _store_block(c_desc, c_ptr, block, first_row, first_col, M, N, stride_cm,
+                 C_ALIGN: tl.constexpr, STORE_DESC: tl.constexpr):
+    """One accumulator's part of c: through a descriptor (TMA clips what lies past the
+    edges), or by masked stores from the registers."""
+    if STORE_DESC:
+        c_desc.store([first_row, first_col], block.to(c_desc.dtype))
+    else:
+        rows = first_row + tl.arange(0, block.shape[0])
+        cols = tl.max_contiguous(
+            tl.multiple_of(first_col + tl.arange(0, block.shape[1]), C_ALIGN), C_ALIGN)
+        N = (N // C_ALIGN) * C_ALIGN
+        pointers = c_ptr + tl.multiple_of(rows * stride_cm, C_ALIGN)[:, None] + cols[None, :]
+        tl.store(pointers, block.to(c_ptr.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_wide_tile_kernel(
+    a_desc, a_extra_desc, b_desc, b_extra_desc,  # a's tiles (BLOCK_SIZE_M, EXTRA_M rows) ...
+    c_desc, c_right_desc, c_below_desc, c_corner_desc,  # c's four parts (with STORE_DESC)
+    c_ptr, M, N, K, stride_cm,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    EXTRA_M: tl.constexpr, EXTRA_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    C_ALIGN: tl.constexpr, STORE_DESC: tl.constexpr,
+):
+    TILE_M: tl.constexpr = BLOCK_SIZE_M + EXTRA_M
+    TILE_N: tl.constexpr = BLOCK_SIZE_N + EXTRA_N
+    pid_m, pid_n = tile_of_program(tl.program_id(0), M, N, TILE_M, TILE_N, GROUP_SIZE_M)
+    row, col = pid_m * TILE_M, pid_n * TILE_N
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    if EXTRA_N > 0:
+        acc_right = tl.zeros((BLOCK_SIZE_M, EXTRA_N), dtype=tl.float32)
+    if EXTRA_M > 0:
+        acc_below = tl.zeros((EXTRA_M, BLOCK_SIZE_N), dtype=tl.float32)
+        if EXTRA_N > 0:
+            acc_corner = tl.zeros((EXTRA_M, EXTRA_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        k_col = k * BLOCK_SIZE_K
+        a = a_desc.load([row, k_col])
+        b = b_desc.load([k_col, col])
+        acc = tl.dot(a, b, acc)
+        if EXTRA_N > 0:
+            b_right = b_extra_desc.load([k_col, col + BLOCK_SIZE_N])
+            acc_right = tl.dot(a, b_right, acc_right)
+        if EXTRA_M > 0:
+            a_below = a_extra_desc.load([row + BLOCK_SIZE_M, k_col])
+            acc_below = tl.dot(a_below, b, acc_below)
+            if EXTRA_N > 0:
+                acc_corner = tl.dot(a_below, b_right, acc_corner)
+    _store_block(c_desc, c_ptr, acc, row, col, M, N, stride_cm, C_ALIGN, STORE_DESC)
+    if EXTRA_N > 0:
+        _store_block(c_right_desc, c_ptr, acc_right, row, col + BLOCK_SIZE_N, M, N, stride_cm,
+                     C_ALIGN, STORE_DESC)
+    if EXTRA_M > 0:
+        _store_block(c_below_desc, c_ptr, acc_below, row + BLOCK_SIZE_M, col, M, N, stride_cm,
+                     C_ALIGN, STORE_DESC)
+        if EXTRA_N > 0:
+            _store_block(c_corner_desc, c_ptr, acc_corner, row + BLOCK_SIZE_M,
+                         col + BLOCK_SIZE_N, M, N, stride_cm, C_ALIGN, STORE_DESC)
+
+
+def _wide_tile_runner(a, b, cfg, store_desc=False):
+    """``a @ b`` by matmul_wide_tile_kernel with cfg = (BLOCK_SIZE_M, EXTRA_M, BLOCK_SIZE_N,
+    EXTRA_N, BLOCK_SIZE_K, group, stages, warps); c stored through descriptors or not."""
+    from triton_guide.matmul import alignment
+
+    bm, em, bn, en, bk, group, stages, warps = cfg
+    em_, en_ = max(em, 16), max(en, 16)  # placeholders' tiles where a part is absent
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+
+    def desc(x, block):
+        return TensorDescriptor(x, list(x.shape), list(x.stride()), block)
+    descs = (desc(a, [bm, bk]), desc(a, [em_, bk]), desc(b, [bk, bn]), desc(b, [bk, en_]),
+             desc(c, [bm, bn]), desc(c, [bm, en_]), desc(c, [em_, bn]), desc(c, [em_, en_]))
+    grid = (triton.cdiv(M, bm + em) * triton.cdiv(N, bn + en),)
+
+    def run():
+        matmul_wide_tile_kernel[grid](
+            *descs, c, M, N, K, c.stride(0), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn,
+            BLOCK_SIZE_K=bk, EXTRA_M=em, EXTRA_N=en, GROUP_SIZE_M=group, C_ALIGN=alignment(N),
+            STORE_DESC=store_desc, num_stages=stages, num_warps=warps)
+        return c
+    return run
+
+
+# (BLOCK_SIZE_M, EXTRA_M, BLOCK_SIZE_N, EXTRA_N, BLOCK_SIZE_K, group, stages, warps)
+WIDE_TILES = [
+    (128, 0, 256, 0, 64, 8, 3, 8),  # the package's large tile, through this kernel
+    (128, 0, 128, 64, 64, 8, 3, 8), (128, 0, 128, 64, 64, 8, 4, 8),  # 128 x 192
+    (128, 64, 128, 0, 64, 8, 3, 8), (128, 64, 128, 0, 64, 8, 4, 8),  # 192 x 128
+    (128, 64, 128, 64, 64, 8, 3, 8), (128, 64, 128, 64, 64, 8, 2, 8),  # 192 x 192
+]
+
+
+def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
+    """Each wide tile against the package and cuBLAS, in GPU time, in turns ``rounds`` times
+    (medians); with each tile's waves (programs / SMs) for the shape."""
+    from statistics import median
+
+    import triton_guide as tg
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"matmul, tiles of 192: ours / cuBLAS in GPU time ({sms} SMs), median of {rounds} "
+          "rounds in turns; [waves]")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            flops = 2 * M * N * K
+            a, b = pairs[0]
+            reference = a.float() @ b.float()
+            runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
+                       "cuBLAS": [lambda x=x, y=y: x @ y for x, y in pairs]}
+            notes = {}
+            for cfg, store_desc in [(cfg, sd) for cfg in tiles for sd in (False, True)]:
+                bm, em, bn, en = cfg[:4]
+                name = f"{bm + em}x{bn + en}/{cfg[6]}s{cfg[7]}w{'/tma-store' if store_desc else ''}"
+                waves = triton.cdiv(M, bm + em) * triton.cdiv(N, bn + en) / sms
+                try:
+                    run = _wide_tile_runner(a, b, cfg, store_desc)
+                    run().fill_(float("nan"))
+                    error = relative_error(run(), reference)
+                except Exception as e:  # out of shared memory or registers: say so, go on
+                    notes[name] = f"{name} {type(e).__name__}"
+                    continue
+                if not error < 1e-2:
+                    notes[name] = f"{name} wrong {error:.1e}"
+                    continue
+                runners[name] = [_wide_tile_runner(x, y, cfg, store_desc) for x, y in pairs]
+                notes[name] = f"[{waves:.2f}]"
+            rates = {name: [] for name in runners}
+            for _ in range(rounds):
+                for name, calls in runners.items():
+                    rates[name].append(tflop_per_s(flops, gpu_ms(calls)))
+            cublas = median(rates.pop("cuBLAS"))
+            cells = [f"{name} {median(values) / cublas:.2f}{notes.get(name, '')}"
+                     for name, values in rates.items()]
+            cells += [note for name, note in notes.items() if name not in rates]
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | "
+                  + " ".join(cells), flush=True)
+            pairs.clear()
+            runners.clear()
+            torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -1138,6 +1292,90 @@ def attention_forward_flat_kernel(
     o_desc.store([head_row + first_row, 0], acc.to(o_desc.dtype))
 
 
+TUNED_FORWARD = TUNED["forward"]
+
+
+# An experiment, not the package's kernel: the forward with the rescale of acc and the row
+# sums skipped while no row's maximum has grown by more than RESCALE_THRESHOLD (base 2) since
+# the last rescale. Until then the exponentials are taken against the old maxima, so they
+# can exceed 1 but stay below 2**RESCALE_THRESHOLD, which float16 and bfloat16 hold; the
+# row sums and the final division use the same stale maxima, so the result is the same.
+# The test is one number for the whole block (a branch every warp takes alike), so most
+# blocks after the first few skip the multiply of the (BLOCK_M, BLOCK_D) accumulator.
+# ``python benchmarks/tune.py attention_lazy``.
+@triton.jit
+def _lazy_block_loop(
+    acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale, start, end,
+    seq_len, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr,
+    RESCALE_THRESHOLD: tl.constexpr,
+):
+    BLOCK_D: tl.constexpr = q.shape[1]
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(start, end, BLOCK_N):
+        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k))
+        cols = start_n + offs_n
+        if CAUSAL_MASK:
+            scores = tl.where(offs_m[:, None] >= cols[None, :], scores, -float("inf"))
+        if BOUNDS_MASK:
+            scores = tl.where(cols[None, :] < seq_len, scores, -float("inf"))
+        new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
+        if tl.max(new_max - row_max) > RESCALE_THRESHOLD:
+            correction = tl.math.exp2(row_max - new_max)
+            row_sum = row_sum * correction
+            acc = acc * correction[:, None]
+            row_max = new_max
+        probs = tl.math.exp2(scores * qk_scale - row_max[:, None])
+        row_sum = row_sum + tl.sum(probs, axis=1)
+        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        acc = tl.dot(probs.to(v.dtype), v, acc)
+    return acc, row_sum, row_max
+
+
+@triton.jit
+def attention_forward_lazy_kernel(
+    q_desc, k_desc, v_desc, out_ptr, lse_ptr, num_heads, seq_len, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr = 8.0,
+):
+    block_index = tl.program_id(0)
+    if CAUSAL:
+        block_index = tl.num_programs(0) - 1 - block_index
+    batch_head = tl.program_id(1)
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    first_row = block_index * BLOCK_M
+    offs_m = first_row + tl.arange(0, BLOCK_M)
+    q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
+    qk_scale = sm_scale * LOG2E
+    row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
+    row_sum = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    if CAUSAL:
+        acc, row_sum, row_max = _lazy_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, first_row, seq_len, BLOCK_N, False, False, RESCALE_THRESHOLD)
+        acc, row_sum, row_max = _lazy_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            first_row, tl.minimum(first_row + BLOCK_M, seq_len), seq_len, BLOCK_N, True, False,
+            RESCALE_THRESHOLD)
+    else:
+        full_end = (seq_len // BLOCK_N) * BLOCK_N
+        acc, row_sum, row_max = _lazy_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            0, full_end, seq_len, BLOCK_N, False, False, RESCALE_THRESHOLD)
+        acc, row_sum, row_max = _lazy_block_loop(
+            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+            full_end, seq_len, seq_len, BLOCK_N, False, True, RESCALE_THRESHOLD)
+    acc = acc / row_sum[:, None]
+    row_mask = offs_m < seq_len
+    head_rows = batch_head.to(tl.int64) * seq_len
+    tl.store(lse_ptr + head_rows + offs_m, row_max + tl.math.log2(row_sum), mask=row_mask)
+    offs_d = tl.arange(0, BLOCK_D)
+    tl.store(out_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None])
+
+
 class AttentionProblem:
     """Inputs, outputs and the backward's intermediates of one attention case."""
 
@@ -1180,6 +1418,12 @@ class AttentionProblem:
             descs = (flat(self.q, bm), flat(self.k, bn), flat(self.v, bn), flat(self.out, bm))
             return lambda: attention_forward_flat_kernel[grid](
                 *descs, self.lse, *common, **meta, RESCALE_FIRST=kind.endswith("_reordered"))
+        if kind.startswith("lazy"):  # lazy[<threshold>]: the experiment above
+            grid = (triton.cdiv(self.seq, bm), self.batch_heads)
+            threshold = float(kind[4:] or 8)
+            return lambda: attention_forward_lazy_kernel[grid](
+                desc["q"], desc["k"], desc["v"], self.out, self.lse, *common, **meta,
+                RESCALE_THRESHOLD=threshold)
         if kind == "forward":
             grid = (triton.cdiv(self.seq, bm), self.batch_heads)
             return lambda: m.attention_forward_kernel.fn[grid](
@@ -1337,9 +1581,10 @@ def main():
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "matmul_row_split", "matmul_last_wave",
+                                 "matmul_wide_tiles",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
-                                 "attention_flat"])
+                                 "attention_flat", "attention_lazy"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -1407,6 +1652,10 @@ def main():
         tune_matmul_last_wave([(2304, 2304, 2304), (3072, 3072, 3072), (4096, 3328, 4096),
                                (4096, 4352, 4096), (4095, 4097, 4093), (2816, 2816, 2816)],
                               (torch.float16, torch.bfloat16))
+    if "matmul_wide_tiles" in args.what:  # 192-wide tiles (four power-of-two accumulators)
+        tune_matmul_wide_tiles([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000),
+                                (4096, 4096, 4096), (8192, 8192, 8192)], (torch.float16,))
+        tune_matmul_wide_tiles([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
@@ -1448,6 +1697,13 @@ def main():
                       ("forward", 64): [(128, 128, 3, 4), (128, 64, 3, 4), (64, 64, 3, 4)]}
         tune_attention(cases, ("forward", "flat", "flat_reordered"), (False,), candidates,
                        precompile=False)
+    if "attention_lazy" in args.what:  # the rescale skipped while the maxima hold
+        f16, bf16 = torch.float16, torch.bfloat16
+        cases = [(f16, 32, 16, 1024, 128), (f16, 2, 16, 16384, 128), (f16, 16, 32, 1024, 64),
+                 (bf16, 16, 16, 2048, 128)]
+        candidates = {("forward", 128): TUNED_FORWARD[128], ("forward", 64): TUNED_FORWARD[64]}
+        tune_attention(cases, ("forward", "lazy", "lazy0"), (False, True), candidates,
+                       precompile=True)
     print(f"done in {time.time() - start:.0f} s")
 
 
