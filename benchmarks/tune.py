@@ -910,6 +910,13 @@ WIDE_TILES = [
     (128, 64, 128, 0, 64, 8, 3, 8), (128, 64, 128, 0, 64, 8, 4, 8),  # 192 x 128
     (128, 64, 128, 64, 64, 8, 3, 8), (128, 64, 128, 64, 64, 8, 2, 8),  # 192 x 192
 ]
+# Tiles two programs of which fit one SM (shared memory at most ~113 KiB, registers at most
+# 128 a thread at 8 warps): one program's loads and stores then overlap the other's products.
+TWO_PER_SM_TILES = [
+    (128, 0, 128, 64, 64, 8, 2, 8), (128, 0, 128, 64, 32, 8, 4, 8),  # 128 x 192
+    (128, 0, 128, 64, 32, 8, 3, 8), (64, 0, 128, 64, 64, 8, 3, 4),  # 128 x 192, 64 x 192
+    (128, 0, 128, 0, 64, 8, 4, 4), (128, 0, 128, 0, 32, 8, 4, 4),  # 128 x 128
+]
 
 
 def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
@@ -1581,7 +1588,7 @@ def main():
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "matmul_row_split", "matmul_last_wave",
-                                 "matmul_wide_tiles",
+                                 "matmul_wide_tiles", "matmul_two_per_sm",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
                                  "attention_flat", "attention_lazy"])
@@ -1656,6 +1663,10 @@ def main():
         tune_matmul_wide_tiles([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000),
                                 (4096, 4096, 4096), (8192, 8192, 8192)], (torch.float16,))
         tune_matmul_wide_tiles([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,))
+    if "matmul_two_per_sm" in args.what:  # 192-wide tiles, two programs per SM
+        tune_matmul_wide_tiles([(2000, 3000, 1000), (2000, 3000, 4000), (1000, 1000, 1000),
+                                (2048, 2048, 2048), (3072, 3072, 3072)], (torch.float16,),
+                               tiles=TWO_PER_SM_TILES)
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
