@@ -286,7 +286,45 @@ def test_last_wave_split_leaves_whole_waves_above_it():
         assert split % tile_m == 0 and 0 < split < m and full_waves in module.FULL_WAVES
         # as many rows of tiles as full waves hold, short of one row at most
         assert full_waves * sms - per_row < tiles_above <= full_waves * sms
+        # and what is left for the last wave fills at most MAX_TAIL_SHARE of the SMs
+        tail = -(-m // tile_m) * per_row - full_waves * sms
+        assert 0 < tail <= module.MAX_TAIL_SHARE * sms
     assert splits > 20  # the rule was exercised
+
+
+@pytest.mark.parametrize("capability,dtype,n,split", [
+    ((9, 0), torch.float16, 3072, 2816),  # an H100: split, as last_wave_split says
+    ((9, 0), torch.bfloat16, 3072, 2816),
+    ((9, 0), torch.float32, 3072, 0),  # float32's stages of WAVE_TILE overflow shared memory
+    ((9, 0), torch.float16, 3071, 0),  # ragged N: c is padded to 3072, b is not split
+    ((12, 0), torch.float16, 3072, 0),  # TMA but ~99 KiB per program (RTX 50-series)
+    ((10, 0), torch.float16, 3072, 0),  # not measured off Hopper
+], ids=["hopper_fp16", "hopper_bf16", "hopper_fp32", "ragged_n", "sm_120", "sm_100"])
+def test_the_split_is_chosen_only_where_it_was_measured(monkeypatch, capability, dtype, n,
+                                                        split):
+    module = matmul_module()
+    monkeypatch.setattr(module, "interpreting", lambda: False)
+    monkeypatch.setattr(module, "compute_capability", lambda device: capability)
+    monkeypatch.setattr(module, "multiprocessors", lambda device: 132)
+    a = torch.empty(3072, 3072, dtype=dtype)  # never read: only its shape and dtype count
+    assert module.default_split(a, n, 3072) == split
+
+
+@pytest.mark.parametrize("split,dtype,descriptors,why", [
+    (128, torch.float16, False, r"^split=128 cannot be launched: it needs the descriptor "
+                                r"kernel \(descriptors=True\)$"),
+    (128, torch.float32, True, r"float32 stages of WAVE_TILE overflow shared memory: it "
+                               r"needs 16-bit inputs$"),
+    (100, torch.float16, True, r"launched: it must be a multiple of 128 rows$"),
+    (256, torch.float16, True, r"launched: it must lie inside the product's 256 rows$"),
+    (-128, torch.float16, True, r"launched: it must lie inside the product's 256 rows$"),
+], ids=["pointer_kernel", "float32", "not_a_tile_row", "past_the_last_row", "negative"])
+def test_product_refuses_a_split_it_cannot_launch(device, split, dtype, descriptors, why):
+    module = matmul_module()
+    a = torch.randn(256, 64, device=device, dtype=dtype)
+    b = torch.randn(64, 64, device=device, dtype=dtype)
+    with pytest.raises(ValueError, match=why):
+        module.product(a, b, descriptors=descriptors, split=split)
 
 
 @pytest.mark.parametrize("layout", ["rr", "cr", "rc"])
@@ -309,7 +347,7 @@ def test_matmul_splits_the_last_wave_on_the_gpu(dtype, device, check, launched):
         pytest.skip("needs a GPU with TMA: the rule counts its SMs")
     a = torch.randn(3072, 512, device=device, dtype=dtype)
     b = torch.randn(512, 3072, device=device, dtype=dtype)
-    split = module.last_wave_split(3072, 3072, 512, module.multiprocessors(device))
+    split = module.default_split(a, 3072, 512)
     check("matmul", matmul(a, b), expected(a, b), rtol=tolerance(dtype, tensor_cores=True))
     assert launched == ([module.matmul_tma_kernel.fn] * 2 if split
                         else [module.matmul_tma_kernel])

@@ -5,7 +5,7 @@ K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are
 that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``,
 except where the largest tiles would leave a nearly empty last wave of programs: those rows
-are computed in smaller tiles by a second launch (:func:`last_wave_split`).
+are computed in smaller tiles by a second launch (:func:`last_wave_split`, on Hopper GPUs).
 
 Two kernels do this: :func:`matmul_kernel` loads its tiles through pointers;
 :func:`matmul_tma_kernel` through tensor descriptors (on Hopper, TMA copies of whole tiles).
@@ -394,9 +394,14 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
 
     ``split``: the descriptor kernel's first row in TAIL_TILE tiles, launched after the rows
     above it in WAVE_TILE tiles (0: one autotuned launch); by default
-    :func:`last_wave_split` decides."""
+    :func:`default_split` decides. A split needs the descriptor kernel, 16-bit inputs and
+    a row that is a multiple of WAVE_TILE's height inside the product."""
     M, K = a.shape
     N = b.shape[1]
+    if descriptors and split is None:
+        split = default_split(a, N, K)
+    if split:
+        check_split(split, a, descriptors)
     # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
     # b's last column its descriptor reads zeros, so the padding columns hold zeros.
     width = output_width(M, N, K, a.element_size()) if descriptors else N
@@ -408,9 +413,6 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
                   INT64_OFFSETS=needs_int64_offsets(a, b, c))
     if descriptors:
-        if split is None:
-            split = 0 if interpreting() or a.element_size() != 2 else last_wave_split(
-                M, width, K, multiprocessors(a.device))
         if split:
             _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
             _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
@@ -438,7 +440,14 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
 # full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
 # it lost. It was measured only where N and K are multiples of the large tile; the ragged
 # 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns:
-# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.)
+# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.) Two limits: at 3072 x
+# 3072 with K = 1024 or 8192 the split and one launch measured level (0.81-0.85x both,
+# tune.py matmul_row_split), so the gain is not the same at every K; and the host pays
+# for two more descriptors and a second launch, 45 us more per call in float16 and 111 in
+# bfloat16 on the H100's host (medians of three noisy rounds), which a program that waits
+# for each product sees (3072^3 as called went from 0.78x to 0.50x cuBLAS). Only on Hopper
+# GPUs, where it was measured and where 144 KiB of stages fit an SM (an RTX 50-series GPU
+# has TMA but about 99 KiB per program).
 WAVE_TILE = (128, 256, 64, 8, 3, 8)  # BLOCK_SIZE_M, _N, _K, GROUP_SIZE_M, stages, warps
 TAIL_TILE = (128, 64, 64, 8, 4, 4)
 MAX_TAIL_SHARE = 0.25  # split only where the last wave fills at most this share of the SMs
@@ -456,6 +465,33 @@ def last_wave_split(M: int, N: int, K: int, sms: int) -> int:
     if full_waves not in FULL_WAVES or not 0 < tail <= MAX_TAIL_SHARE * sms:
         return 0
     return full_waves * sms // per_row * tile_rows
+
+
+def default_split(a: torch.Tensor, N: int, K: int) -> int:
+    """The row :func:`product` splits ``a @ b`` at (b of K x N) when not told:
+    :func:`last_wave_split` for 16-bit inputs on a Hopper GPU (compute capability 9.x),
+    else 0. N is b's own width, not c's padded one: a ragged N stays one launch."""
+    if interpreting() or a.element_size() != 2 or compute_capability(a.device)[0] != 9:
+        return 0
+    return last_wave_split(a.shape[0], N, K, multiprocessors(a.device))
+
+
+def check_split(split: int, a: torch.Tensor, descriptors: bool) -> None:
+    """Raise a ValueError, saying why, unless :func:`product` can split ``a``'s rows at
+    ``split``."""
+    M, tile_rows = a.shape[0], WAVE_TILE[0]
+    problems = []
+    if not descriptors:
+        problems.append("it needs the descriptor kernel (descriptors=True)")
+    if a.element_size() != 2:
+        problems.append(f"{str(a.dtype).removeprefix('torch.')} stages of WAVE_TILE overflow "
+                        "shared memory: it needs 16-bit inputs")
+    if not 0 < split < M:
+        problems.append(f"it must lie inside the product's {M} rows")
+    if split % tile_rows:
+        problems.append(f"it must be a multiple of {tile_rows} rows")
+    if problems:
+        raise ValueError(f"split={split} cannot be launched: " + "; ".join(problems))
 
 
 def _tile_launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
