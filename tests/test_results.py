@@ -340,6 +340,30 @@ def test_gpu_time_sweeps_time_each_variants_list_of_calls(page, tmp_path, monkey
     assert (run["triton_guide"], run["torch"]) == ([1500.0] * 3, [500.0] * 3)
 
 
+def test_ceilings_come_from_any_pages_recordings_per_gpu(page, store_dir):
+    record = json.loads((store_dir / "synthetic-b200" / "synthetic_add.json").read_text())
+    record["benchmarks"][0]["ceiling"] = {"kind": "gemm_fp16", "label": "synthetic gemm",
+                                          "value": 1234.0, "unit": "TFLOP/s"}
+    (store_dir / "synthetic-b200" / "another_page.json").write_text(json.dumps(record))
+    # a copy ceiling on a page sorting before this one's: this page's own comes first
+    record["benchmarks"][0]["ceiling"] = {"kind": "copy", "label": "synthetic copy",
+                                          "value": 1.0, "unit": "GB/s"}
+    (store_dir / "synthetic-b200" / "a_page.json").write_text(json.dumps(record))
+    bench = Benchmark(page, results_dir=store_dir)
+    copies, gemms = bench.ceilings("copy"), bench.ceilings("gemm_fp16")
+    assert ({gpu: c.value for gpu, c in copies.items()},
+            {gpu: c.value for gpu, c in gemms.items()}) == (
+        {"Synthetic A100": 1500.0, "Synthetic B200": 4000.0}, {"Synthetic B200": 1234.0})
+
+
+def test_a_live_gpu_measures_its_own_ceiling_and_recalls_the_others(page, store_dir,
+                                                                     monkeypatch):
+    fake_timed_gpu(monkeypatch)
+    bench = Benchmark(page, results_dir=store_dir)
+    assert {gpu: c.value for gpu, c in bench.ceilings("copy").items()} == {
+        "Synthetic Live GPU": 999.0, "Synthetic A100": 1500.0, "Synthetic B200": 4000.0}
+
+
 def test_unit_and_ceiling_must_agree(page, tmp_path):
     bench = Benchmark(page, results_dir=tmp_path)
     with pytest.raises(ValueError, match="unit='GB/s' does not match ceiling='gemm_fp16'"):

@@ -627,6 +627,28 @@ class Benchmark:
                          f"`make bench PAGE={self.key}` records them).")
         return "\n".join(lines)
 
+    def ceilings(self, kind: str) -> dict[str, Ceiling]:
+        """The ceiling ``kind`` on each GPU this page can speak of, by GPU short name: on a
+        GPU whose timings are live, measured now (:func:`measure_ceiling`); for every other
+        GPU, as recorded beside this page's benchmarks, else beside another page's (the
+        first in path order), so that a page can use a roof another page's benchmark
+        measured, such as the copy ceiling on a compute-bound page."""
+        _check_ceiling(kind)
+        found: dict[str, Ceiling] = {}
+        if self.live:
+            found[store.short_gpu_name(self.gpu["name"])] = measure_ceiling(kind)
+        paths = sorted(self.results_dir.glob("*/*.json"), key=lambda p: (p.stem != self.key, p))
+        for path in paths:
+            record = json.loads(path.read_text())
+            if self.live and record["gpu"]["slug"] == self.gpu["slug"]:
+                continue
+            name = store.short_gpu_name(record["gpu"]["name"])
+            roofs = [entry["ceiling"] for entry in record["benchmarks"]
+                     if (entry.get("ceiling") or {}).get("kind") == kind]
+            if roofs and name not in found:
+                found[name] = Ceiling(**roofs[0])
+        return found
+
     def sweep(
         self,
         title: str,
