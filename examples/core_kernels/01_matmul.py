@@ -31,8 +31,9 @@ import torch
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
                                     tflop_per_s)
-from triton_guide.matmul import (WAVE_TILE, has_tma, kernel_inputs, last_wave_split, layout,
-                                 matmul_kernel, multiprocessors, product, unaligned_runs)
+from triton_guide.matmul import (WAVE_TILE, default_split, has_tma, kernel_inputs,
+                                 last_wave_split, layout, matmul_kernel, multiprocessors,
+                                 product, unaligned_runs)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -46,18 +47,20 @@ device = runtime.device()
 # ``C = A @ B`` with A of M x K and B of K x N does ``2 M N K`` floating-point operations and
 # must move at least ``(M K + K N + M N)`` elements. For square fp16 matrices the ratio grows
 # with the size: large products are limited by arithmetic, not memory. Where the line lies
-# depends on the GPU: its arithmetic rate over its memory bandwidth. Below, an H100-class
-# GPU's round figures (about 600 TFLOP/s of float16 products, about 3 TB/s); the timings
-# further down measure both.
+# depends on the GPU: its arithmetic rate over its memory bandwidth, here the two ceilings
+# measured on each GPU (a large cuBLAS float16 product, and a 1 GiB device-to-device copy
+# from the vector-add page's run): live on this build's GPU, recorded for the others.
 
 for n in (256, 1024, 4096):
     flops = 2 * n**3
     moved = 2 * (3 * n * n)  # bytes, float16
     print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at "
           f"least, {flops / moved:6.0f} FLOP per byte")
-ridge = 600e12 / 3e12
-print(f"at ~600 TFLOP/s and ~3 TB/s a product needs {ridge:.0f} FLOP per byte to be limited "
-      "by arithmetic")
+gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
+for gpu in gemm_roofs.keys() & copy_roofs.keys():
+    tflops, gbps = gemm_roofs[gpu].value, copy_roofs[gpu].value
+    print(f"{gpu}: {tflops:.0f} TFLOP/s over {gbps:.0f} GB/s, so a product needs "
+          f"{tflops * 1e3 / gbps:.0f} FLOP per byte to be limited by arithmetic")
 
 # %%
 # Step 1: one program per tile of C
@@ -155,6 +158,8 @@ for ax, (name, mapping) in zip(axes, orders.items()):
                  f"tile columns of B: {b_cols}", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
+    ax.set_xlabel("tile column of C (pid_n): a column of B tiles")
+    ax.set_ylabel("tile row of C (pid_m): a row of A tiles")
 
 # %%
 # Each tile row of A (and each tile column of B) is ``tiles`` input tiles long, one per K
@@ -173,18 +178,25 @@ for num_programs in (9, 18, 27, 36, 45, 81):
           f"{counts[1][0]:>7} {counts[1][1]:>7} {loads[1]:>6}   {verdict}")
 
 # %%
-# Grouping wins when the programs running together fit in one group, ties when the window
-# covers whole groups, and loses when a window covers one group and part of the next
-# (that part starts new rows of A *and* goes back to the first columns of B). On a GPU
-# the window is the number of programs resident at once, one or two per SM for large
-# tiles. A group of ``GROUP_SIZE_M = 8`` tile rows of a large product holds more programs
-# than that, so a window lies inside one group or across the edge of two, and the
-# counting above cannot say which wins on average; the clock says, in the ladder below.
-# The ladder's product, in 128 x 128 tiles:
+# In this toy, grouping wins when the programs running together fit in one group, ties
+# when the window covers whole groups, and loses when a window covers one group and part
+# of the next (that part starts new rows of A *and* goes back to the first columns of B).
+# That loss needs a grid only 9 tiles wide. On a GPU the window is the programs resident
+# at once, one or two per SM for large tiles (132 SMs on an H100), and a large product's
+# grid is far wider: in row-major order such a window reads every column of B. The same
+# count for the 8192^3 product of the ladder below, in 128 x 128 tiles with
+# ``GROUP_SIZE_M = 8``, for a window starting at every program of the launch (the kernel's
+# helper, run on a 64 x 64 grid):
 
 ladder_tiles = 8192 // 128
-print(f"8192^3 in 128 x 128 tiles: {ladder_tiles} x {ladder_tiles} tiles, "
-      f"{8 * ladder_tiles} programs in a group of 8 tile rows")
+wide_orders = [program_tiles(ladder_tiles, ladder_tiles, g) for g in (1, 8)]
+for window in (132, 264):
+    reads = [[sum(tiles_read(mapping[start:], window)) for start in
+              range(len(mapping) - window + 1)] for mapping in wide_orders]
+    fewer = sum(grouped < row_major for row_major, grouped in zip(*reads))
+    print(f"window of {window} programs: row-major reads {min(reads[0])}-{max(reads[0])} "
+          f"tile rows of A and columns of B, grouped {min(reads[1])}-{max(reads[1])}; "
+          f"grouped reads fewer at {fewer} of {len(reads[0])} starts")
 
 # %%
 # Step 2 is step 1 with the row-major arithmetic replaced by the helper:
@@ -200,7 +212,7 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # The pointer kernel in ``triton_guide/matmul.py`` is step 2 with four changes:
 #
 # * Its tile shape, group size, number of warps and pipeline stages come from
-#   ``triton.autotune`` (next cells).
+#   ``triton.autotune`` (see "Autotuning" below).
 # * Rows of A and columns of B past the edge are wrapped round with ``% M`` and ``% N``
 #   instead of masked: the loads stay inside the matrices, and the rows they fetch twice
 #   are computed but never stored (the store is masked). Only K keeps a load mask.
@@ -217,7 +229,7 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #   only ever what the launcher proved. The same goes for a matrix stored column by
 #   column, a transposed view such as ``w.t()`` in ``x @ w.t()`` or in any product of a
 #   backward pass: the launcher passes ``A_COLUMNS`` (``B_COLUMNS``) with the alignment
-#   of the columns, and :func:`~triton_guide.matmul.tile_pointers` states it down the
+#   of the columns, and ``tile_pointers`` (below) states it down the
 #   columns instead of along the rows; without it, a transposed B of 1000 x 1000 was read
 #   one element at a time (measured in ``benchmarks/NOTES.md``).
 # * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
@@ -239,30 +251,8 @@ for row_length in (1000, 4093, 4096):
     _, align = layout(rows)
     starts = sum(r * row_length * rows.element_size() % 16 == 0 for r in range(8))
     print(f"rows of {row_length} ({row_length * rows.element_size()} bytes): alignment "
-          f"{align:>2} elements, {starts} of 8 rows start on a 16-byte boundary, padded copy "
-          f"for large products: {unaligned_runs(rows)}")
-
-# %%
-# Check against PyTorch
-# ---------------------
-# :func:`~triton_guide.matmul.matmul` as the package exports it at odd sizes in every
-# dimension, compared with a float64 product, with B as it is (stored row by row) and as a
-# transposed view (stored column by column, as ``w.t()`` is). It runs the kernel above, or
-# step 4's below, which needs rows that start on 16-byte boundaries (copying those that do
-# not, for large products); each line says which.
-
-for m, n, k in step_shapes:  # the shapes the steps were checked on
-    for dtype in (torch.float32, torch.float16):
-        a = torch.randn(m, k, device=device, dtype=dtype)
-        b = torch.randn(k, n, device=device, dtype=dtype)
-        for layout, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
-            error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
-                                 rtol=tolerance(dtype, tensor_cores=True))
-            a_in, b_in, descriptors = kernel_inputs(a, b_view)
-            copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b_view.data_ptr()
-            path = ("step 4" + (" after copies" if copied else "")) if descriptors else "step 3"
-            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {layout:<10} "
-                  f"{path:<19} relative error {error:.1e}")
+          f"{align:>2} element{'' if align == 1 else 's'}, {starts} of 8 rows start on a "
+          f"16-byte boundary, padded copy for large products: {unaligned_runs(rows)}")
 
 # %%
 # Autotuning
@@ -294,9 +284,10 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 # launcher builds one on the host for each matrix
 # (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the shape, the
 # strides, the tile shape) and the kernel asks for a tile by the coordinates of its
-# corner, ``desc.load([row, col])``. On Hopper GPUs that is done by TMA, a copy engine that
-# moves the tile into shared memory in one or a few instructions and returns zeros past
-# the edges, so there are no offsets to compute and no masks or wraps. A matrix stored by
+# corner, ``desc.load([row, col])``. On Hopper GPUs that is done by the Tensor Memory
+# Accelerator (TMA), a unit in each SM that moves the tile into shared memory in one or a
+# few instructions and returns zeros past the edges, so there are no offsets to compute and
+# no masks or wraps. A matrix stored by
 # columns is described as its transpose, whose rows are its columns, and ``.T`` turns each
 # tile back:
 #
@@ -355,7 +346,7 @@ for (m, n, k), order in [((4096, 4096, 4096), "by rows"), ((4096, 4096, 4096), "
 # Checked against float64, B stored by columns and by rows, at sizes that are not
 # multiples of the tiles, each with the path it took:
 
-for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
+for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (330, 250, 411)],
                             gpu=[(4112, 4080, 1040), (1031, 517, 2063)]):
     a = torch.randn(m, k, device=device, dtype=torch.float16)
     for order, b in (("by columns", torch.randn(n, k, device=device, dtype=torch.float16).t()),
@@ -369,30 +360,60 @@ for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (300, 40, 96)],
               f"{'step 4' if descriptors else 'step 3'}{copies}, relative error {error:.1e}")
 
 # %%
+# Check against PyTorch
+# ---------------------
+# :func:`~triton_guide.matmul.matmul` as the package exports it at odd sizes in every
+# dimension, compared with a float64 product, with B as it is (stored row by row) and as a
+# transposed view (stored column by column, as ``w.t()`` is), in float32 and float16. It
+# runs step 4's kernel where the GPU has TMA (and under the interpreter), copying rows that
+# do not start on 16-byte boundaries for large products, and step 3's elsewhere; each line
+# says which.
+
+for m, n, k in step_shapes:  # the shapes the steps were checked on
+    for dtype in (torch.float32, torch.float16):
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        for order, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
+            error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
+                                 rtol=tolerance(dtype, tensor_cores=True))
+            a_in, b_in, descriptors = kernel_inputs(a, b_view)
+            copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b_view.data_ptr()
+            path = ("step 4" + (" after copies" if copied else "")) if descriptors else "step 3"
+            print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {order:<10} "
+                  f"{path:<19} relative error {error:.1e}")
+
+# %%
 # The last wave
 # -------------
 # A kernel's programs run in *waves*: as many at a time as the SMs hold, then the next
 # batch as programs finish. The largest tiles the autotuner tries, 128 x 256 with 8 warps,
-# hold three stages of a and b tiles in 144 KiB of shared memory, so an SM runs one at a
-# time. A 3072^3 product is 288 such tiles; on an H100's 132 SMs that is two full waves and
-# then 24 tiles, and while those 24 run, 108 SMs have nothing to do: the third wave costs
-# as long as a full one for 18% of its work. So where 128 x 256 tiles leave a last wave at
-# most a quarter full, after two to four full ones, ``product`` computes the rows of that
-# last wave in 128 x 64 tiles, a quarter of the work each and four times as many, by a
-# second launch of the same kernel:
+# keep their pipeline stages of a and b tiles in so much shared memory that an SM runs one
+# at a time (printed below). A product whose tiles number a few more than a multiple of
+# the SMs then ends with a wave of a few tiles, and while those run, most SMs have
+# nothing to do: that wave costs as long as a full one for a fraction of its work. So where
+# 128 x 256 tiles leave a last wave at most a quarter full, after two to four full ones,
+# ``product`` computes the rows of that last wave in 128 x 64 tiles, a quarter of the work
+# each and four times as many, by a second launch of the same kernel:
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: last_wave_split
 #
 # The conditions are where it was measured to win, on an H100 with the split and the
 # single launch timed in turns (``benchmarks/tune.py matmul_last_wave``,
-# ``benchmarks/NOTES.md``). After a single full wave it gained nothing, where the last
+# ``benchmarks/NOTES.md``): after a single full wave it gained nothing, where the last
 # wave is fuller the smaller tiles cost more than the idle SMs did, and a ragged product
-# (N and K not multiples of the large tile) ran slower split. The rule for a few products
-# on this GPU (under the interpreter, which has no SMs, on an H100's 132):
+# (N and K not multiples of the large tile) ran slower split. Even where the rule splits,
+# the gain was not the same at every K (3072 x 3072 at K = 1024 and 8192 measured level).
+# ``matmul`` asks the rule only on Hopper GPUs, for 16-bit inputs
+# (:func:`~triton_guide.matmul.default_split`): that is where it was measured, and where
+# the stages fit. The rule for a few products on this GPU (under the interpreter, which has
+# no SMs, on an H100's 132):
 
 sms = multiprocessors(device) if device.type == "cuda" else 132
-tile_m, tile_n = WAVE_TILE[:2]
+tile_m, tile_n, tile_k, _, stages, _ = WAVE_TILE
+stage_kib = stages * (tile_m * tile_k + tile_k * tile_n) * 2 / 1024  # float16
+print(f"{tile_m} x {tile_n} tiles, {stages} stages of {tile_m} x {tile_k} and {tile_k} x "
+      f"{tile_n} float16 tiles: {stage_kib:.0f} KiB of shared memory per program")
 for m, n in [(2304, 2304), (3072, 3072), (4096, 4096), (2000, 3072), (8192, 8192)]:
     tiles = -(-m // tile_m) * -(-n // tile_n)
     full_waves, tail = divmod(tiles, sms)
@@ -400,17 +421,17 @@ for m, n in [(2304, 2304), (3072, 3072), (4096, 4096), (2000, 3072), (8192, 8192
     plan = f"rows {split}-{m - 1} in 128 x 64 tiles" if split else "one launch"
     waves = f"{full_waves:>2} full wave{'' if full_waves == 1 else 's'}"
     print(f"{m} x {n} x 4096 on {sms} SMs: {tiles:>4} tiles of {tile_m} x {tile_n}, {waves} and "
-          f"{tail:>3} tiles ({tail / sms:4.0%} of a wave): {plan}")
+          f"{tail:>3} tiles ({tail / sms:4.0%} of a wave, {sms - tail:>3} SMs idle): {plan}")
 
 # %%
 # The two launches compute the same product as one (here with the rows from 128 on in the
-# smaller tiles, under the interpreter, or where the rule splits on this GPU):
+# smaller tiles, under the interpreter, or where ``matmul`` splits on this GPU):
 
 m, n, k = runtime.pick(interpreter=(304, 200, 80), gpu=(3072, 3072, 512))
-split = runtime.pick(interpreter=128, gpu=last_wave_split(m, n, k, sms))
 a = torch.randn(m, k, device=device, dtype=torch.float16)
 b = torch.randn(k, n, device=device, dtype=torch.float16)
-if has_tma(device) and split:
+split = runtime.pick(interpreter=128, gpu=default_split(a, n, k) if has_tma(device) else 0)
+if split:
     error = assert_close(product(a, b, descriptors=True, split=split),
                          matmul_reference(a.double(), b.double()),
                          rtol=tolerance(torch.float16, tensor_cores=True))
@@ -422,8 +443,9 @@ else:
 # %%
 # What the second launch buys, in GPU time against cuBLAS in the same run: ``matmul`` as
 # it is, and its autotuned single launch (``product(..., split=0)``), on square float16
-# products. At 4096 the rule keeps one launch, so the two rows time the same code: what
-# separates them there is the measurement's own spread. The second launch has a price
+# products. At 4096 the rule keeps one launch, so the two series time the same code: what
+# separates them there is the measurement's own spread, and a gain at 3072 no larger than
+# that is not shown by this run. The second launch has a price
 # these GPU times leave out: the host builds two more descriptors and launches once more
 # per call, which a program that waits for each product pays (see "The host's share"
 # below, and ``benchmarks/NOTES.md`` for 3072^3).
@@ -450,6 +472,9 @@ for run in last_wave:
         cublas = run["cuBLAS"][i]
         print(f"{run.gpu}, n = {size}: matmul {run['matmul'][i] / cublas:.2f}x cuBLAS, "
               f"one launch {run['one launch'][i] / cublas:.2f}x")
+    gain, spread = (run["matmul"][i] / run["one launch"][i] - 1 for i in range(2))
+    print(f"{run.gpu}: the split {gain:+.1%} at n = {run.xs[0]}; the same code twice "
+          f"{spread:+.1%} at n = {run.xs[1]}")
 
 # %%
 # What each step buys
@@ -495,6 +520,14 @@ for run in ladder:
             continue
         fraction = run[name][0] / run["cuBLAS"][0]
         print(f"  {name:<18} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
+    if {"step 3 autotuned", "step 4 descriptors"} <= run.series.keys():
+        print(f"  step 4 / step 3: "
+              f"{run['step 4 descriptors'][0] / run['step 3 autotuned'][0]:.2f}")
+
+# %%
+# At this one size, with B stored by rows, steps 3 and 4 are within a few percent of each
+# other either way (the last line per GPU); what descriptors buy shows elsewhere: where B is
+# stored by columns (next), and on ragged and small products (``benchmarks/report.py``).
 
 # %%
 # The same product with B stored by columns (``b.t()`` of a square matrix, the layout of
@@ -592,44 +625,57 @@ for run in host:
               + (", ".join(map(str, host_bound)) or "none of these sizes"))
 
 # %%
-# The host does the same work at every n, so its times differ between sizes and machines
-# only by its own noise: compare the columns of one row, not the rows. Wherever the
-# host's time is the longer, a program that calls ``matmul`` in a loop runs at the host's
-# pace, not the kernel's: there our launcher, not our kernel, decides how we compare with
-# cuBLAS. Step 4 costs the host more than step 3, mostly for two tensor descriptors to
-# build, which Triton encodes for the copy engine at every call, and for the choice of
-# kernel. A CUDA graph removes the host from the loop, as the sweep above did; so does
-# giving the GPU fewer, larger products. ``benchmarks/launch_overhead.py`` breaks the
-# host's time down.
+# The host does the same work at every n, so its times differ between sizes only by its
+# own noise, and between machines also by their host CPUs: compare the columns of one row.
+# Wherever the host's time is the longer, a program that calls ``matmul`` in a loop runs at
+# the host's pace, not the kernel's: there our launcher, not our kernel, decides how we
+# compare with cuBLAS. Each call then takes at least the longer of its host time and its
+# GPU time; that floor for both sides, with cuBLAS's GPU time from the same sweep:
+
+for run in host:
+    gpu_run = next((r for r in results if r.slug == run.slug), None)
+    if gpu_run is None:
+        continue
+    floors = []
+    for i, n in enumerate(run.xs):
+        if n not in gpu_run.xs:
+            continue
+        j = gpu_run.xs.index(n)
+        ours = max(run["step 4 descriptors"][i], 2 * n**3 / gpu_run["triton_guide"][j] / 1e6)
+        theirs = max(run["cuBLAS"][i], 2 * n**3 / gpu_run["cuBLAS"][j] / 1e6)
+        floors.append(f"n = {n}: ours {ours:.0f} us, cuBLAS {theirs:.0f} us "
+                      f"(ours at {theirs / ours:.2f}x cuBLAS's speed)")
+    print(f"{run.gpu}, per call in a loop, at least:\n  " + "\n  ".join(floors))
+
+# %%
+# Set these beside the sweep's GPU-time ratios: at these sizes, a Python loop of ``matmul``
+# calls reaches the host-bound ones, not those. Step 4 costs the host more than step 3,
+# mostly for two tensor descriptors to build, which Triton encodes for the TMA unit at
+# every call, and for the choice of kernel. A CUDA graph removes the host from the loop, as
+# the sweep above did; so does giving the GPU fewer, larger products.
+# ``benchmarks/launch_overhead.py`` breaks the host's time down.
 #
-# One caution when reading any of these numbers: the same product timed twice in one run
-# does not give the same rate twice. This page times the 8192^3 float16 product up to
-# three times per GPU: the sweep (GPU time), the steps ladder (each call as a program
-# makes it, which at this size hides the host), and cuBLAS once more as the ceiling (as
-# the ladder times it):
+# One caution when reading any of these numbers: compare only timings taken the same way.
+# This page times the 8192^3 float16 product three ways per GPU: the sweep (GPU time, on
+# inputs out of L2), the steps ladder (each call as a program makes it, on the same inputs
+# every call, which at this size hides the host), and cuBLAS once more as the ceiling (timed
+# like the ladder, once per run, on inputs of its own): a reference, not a bound.
+# The rates differ between the ways, but ours / cuBLAS within one way is what to compare:
 
 for run in results:
     if ladder_n not in run.xs:
         continue
     i = run.xs.index(ladder_n)
-    ours_rates = {"sweep": run["triton_guide"][i]}
-    cublas_rates = {"sweep": run["cuBLAS"][i]}
+    pairs = {"sweep": (run["triton_guide"][i], run["cuBLAS"][i])}
     for step in ladder:
         if step.gpu == run.gpu and "step 4 descriptors" in step.series:
-            ours_rates["ladder"] = step["step 4 descriptors"][0]
-            cublas_rates["ladder"] = step["cuBLAS"][0]
-    if run.ceiling:
-        cublas_rates["ceiling"] = run.ceiling.value
-    ratios = [mine / theirs for mine in ours_rates.values() for theirs in cublas_rates.values()]
-    print(f"{run.gpu}, {ladder_n}^3 in TFLOP/s: cuBLAS "
-          + ", ".join(f"{rate:.0f} ({where})" for where, rate in cublas_rates.items())
-          + "; ours " + ", ".join(f"{rate:.0f} ({where})" for where, rate in ours_rates.items())
-          + f"; ours / cuBLAS from {min(ratios):.2f} to {max(ratios):.2f} "
-          "depending on which timings are paired")
+            pairs["ladder"] = (step["step 4 descriptors"][0], step["cuBLAS"][0])
+    ceiling = f"; the ceiling {run.ceiling.value:.0f}" if run.ceiling else ""
+    print(f"{run.gpu}, {ladder_n}^3 in TFLOP/s, ours / cuBLAS: "
+          + ", ".join(f"{where} {ours:.0f} / {cublas:.0f} = {ours / cublas:.2f}"
+                      for where, (ours, cublas) in pairs.items()) + ceiling)
 
 # %%
-# Differences between our kernel and cuBLAS smaller than that range are noise, or the
-# difference between two ways of timing.
 # ``benchmarks/report.py`` compares the package with cuBLAS over many more shapes, in GPU
 # time and as called, with ratios of timings from one run.
 
@@ -639,15 +685,18 @@ for run in results:
 # ---------
 # * One program, one output tile; a loop over K; ``tl.dot`` into a float32 accumulator.
 # * Mask along K (zeros add nothing); wrap or mask along M and N and mask the store.
-# * Program order decides cache reuse; grouping is one small jit function, and it helps
-#   only when the programs running together fall inside a group.
+# * Program order decides cache reuse; grouping is one small jit function. On a grid much
+#   wider than the programs that run together, grouped order reads far fewer tiles.
 # * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
 #   run.
 # * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic and no masks. They
 #   need rows on 16-byte boundaries, and a copy into padded rows can pay for itself. Measure both
 #   kernels on the same inputs before choosing between them.
 # * Count the waves: a last wave of a few tiles idles most SMs. Smaller tiles for those
-#   rows, launched second, win it back where the wave is nearly empty.
+#   rows, launched second, win it back where the wave is nearly empty, at the price of a
+#   second launch on the host.
+# * Below a few thousand rows, called from Python, the host's time per call, not the
+#   kernel, decides how ``matmul`` compares with cuBLAS.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
@@ -656,4 +705,5 @@ for run in results:
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
 # :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`,
-# :func:`triton_guide.matmul.last_wave_split`, :func:`triton_guide.matmul.product`.
+# :func:`triton_guide.matmul.last_wave_split`, :func:`triton_guide.matmul.default_split`,
+# :func:`triton_guide.matmul.product`, :meth:`triton_guide.benchmark.Benchmark.ceilings`.
