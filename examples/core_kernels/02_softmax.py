@@ -24,7 +24,7 @@ import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
-from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, one_pass_rows
+from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
 
 import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
@@ -37,10 +37,13 @@ device = runtime.device()
 # %%
 # Why subtract the maximum
 # ------------------------
-# ``exp`` overflows float32 just above 88. Softmax does not change when the same number is
-# subtracted from every element of a row, so subtracting the row maximum keeps every
-# exponent at or below 0 without changing the answer.
+# ``exp`` overflows float32 a little past ``log`` of the largest float32 (printed below).
+# Softmax does not change when the same number is subtracted from every element of a row,
+# so subtracting the row maximum keeps every exponent at or below 0 without changing the
+# answer.
 
+largest = torch.finfo(torch.float32).max
+print(f"largest float32 {largest:.3e}; exp overflows past log of it, {math.log(largest):.2f}")
 row = torch.tensor([10.0, 50.0, 100.0])
 print("exp(row) / sum:        ", (row.exp() / row.exp().sum()).tolist())
 shifted = row - row.max()
@@ -151,7 +154,11 @@ print(f"the running sum was rescaled by a factor below 1 at {rescaled} of "
 # ``softmax(x)`` picks the one-pass kernel when the row fits and the online kernel when it
 # does not; ``method=`` forces one. Forced onto short rows, the online kernel is slow for
 # a reason the traffic count does not show: it takes one row per program in steps of
-# ``ONLINE_BLOCK`` columns, so on a row of 128 most of its lanes are masked off.
+# ``ONLINE_BLOCK`` columns, so on a short row most of its lanes are masked off:
+
+for n in (128, 1024):
+    print(f"a row of {n} in steps of ONLINE_BLOCK = {ONLINE_BLOCK}: "
+          f"{1 - n / ONLINE_BLOCK:.0%} of the lanes masked off")
 
 # %%
 # Check against PyTorch
@@ -218,8 +225,10 @@ for run in results:
             continue
         i = run.xs.index(n)
         fused = run["fused (one pass)"][i]
+        predicted = (f" (its traffic {naive_elements / fused_elements:.1f}x less)"
+                     if n == N else "")
         print(f"{run.gpu}, 4096 x {n}: fused {fused / run['torch.softmax'][i]:.2f}x "
-              f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive")
+              f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive{predicted}")
     wide = [i for i, n in enumerate(run.xs) if n >= 4096]
     if wide:
         ratios = [run["fused (one pass)"][i] / run["torch.softmax"][i] for i in wide]
@@ -241,14 +250,18 @@ for run in results:
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
 # is the fairer comparison.
 #
+# Against the naive version at 4096 x 4096, the measured gap can be wider than the traffic
+# ratio (both printed above): PyTorch's separate reductions and elementwise kernels do not
+# each run at copy speed, so counting trips gives a lower bound on the gap.
+#
 # Read the left end of the plot with care. A call on 128-wide rows moves a few megabytes,
-# and both times per call above are several times what those bytes need: at this size a
-# call costs mostly what every launch costs, torch's included. Ours pays more before its
-# kernel is queued: Python on the host (the argument checks, then Triton's launcher
-# binding and specialising the arguments) where ``torch.softmax`` runs C++. Where our
-# time per call there is well above torch's, that host work is what was timed, not the
-# kernel; how much of it shows depends on the host, so builds on different machines can
-# disagree at this end while they agree on long rows.
+# and both times per call printed above are several times what those bytes need at the
+# copy ceiling: at this size a call costs mostly what every launch costs, and each call is
+# timed as a program makes it, host included. Ours spends that time in Python (the
+# argument checks, then Triton's launcher) where ``torch.softmax`` runs C++, and how long
+# that takes depends on the host and its load at the moment: at this end the recorded
+# ratios say more about the host than about either kernel, and can differ between runs
+# and machines while the long rows agree.
 
 # %%
 # Takeaways
