@@ -33,6 +33,8 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
 
+import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
+
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
 print(bench.stamp())
@@ -42,8 +44,12 @@ device = runtime.device()
 # Naive attention moves an N x N matrix
 # -------------------------------------
 # ``S = Q K^T`` has one score per (query, key) pair. A naive implementation writes ``S``,
-# reads it for the softmax, writes ``P``, and reads ``P`` again for ``P V``. For a
-# typical long-context shape those matrices dwarf the inputs:
+# reads it for the softmax, writes ``P``, and reads ``P`` again for ``P V``: four passes
+# over N x N matrices at the least (PyTorch's reference in step 1 below makes more, since
+# scaling the scores is a pass of its own). For a typical long-context shape those
+# matrices dwarf the inputs. The rates that turn bytes and FLOPs into time are each GPU's
+# two ceilings, a 1 GiB device-to-device copy and a large cuBLAS product, measured live on
+# this build's GPU or recorded on the others:
 
 B, H, N, D = 4, 32, 16384, 128
 element_bytes = 2  # float16
@@ -55,12 +61,15 @@ print(f"B={B} H={H} N={N} D={D}, float16")
 print(f"  q, k, v and out, all heads:          {inputs_and_output / 1e9:6.2f} GB")
 print(f"  one N x N score matrix, one head:    {scores_per_head / 1e9:6.2f} GB")
 print(f"  the score matrices of all {B * H} heads: {scores_all_heads / 1e9:6.2f} GB")
-print("  (each written and read twice: S, then P)")
-naive_ms = 4 * scores_all_heads / 3e12 * 1e3
-math_ms = flops / 600e12 * 1e3
+print("  (S and P, each written once and read once: 4 passes)")
 print(f"  arithmetic: {flops / 1e12:.1f} TFLOP")
-print(f"  at ~3 TB/s the naive traffic alone takes {naive_ms:.0f} ms; "
-      f"the math at ~600 TFLOP/s {math_ms:.0f} ms")
+gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
+for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
+    gbps, tflops = copy_roofs[gpu].value, gemm_roofs[gpu].value
+    naive_ms = 4 * scores_all_heads / (gbps * 1e9) * 1e3
+    math_ms = flops / (tflops * 1e12) * 1e3
+    print(f"  {gpu} ({gbps:.0f} GB/s, {tflops:.0f} TFLOP/s): the naive traffic alone takes "
+          f"{naive_ms:.0f} ms, the math {math_ms:.0f} ms")
 
 # %%
 # A tempting mistake: softmax per tile
@@ -205,11 +214,11 @@ check_step(attention_online, "step 3 (one pass) ")
 # * **Tiles through tensor descriptors.** The launcher wraps q, k and v in
 #   ``TensorDescriptor`` objects (base address, shape, strides and the tile to fetch), and
 #   the kernel reads a tile with ``desc.load([batch, head, row, 0])``. On Hopper GPUs that
-#   is one TMA instruction: a copy engine moves the whole tile into shared memory while
-#   the warps compute, with no address arithmetic or masks in registers, and rows past the
-#   end of a head arrive as zeros. On older GPUs Triton turns the same code into ordinary
-#   loads. TMA wants 16-byte aligned strides; an input that has others is first copied
-#   into a layout that has them.
+#   is one instruction of the SM's Tensor Memory Accelerator (TMA), a unit that moves the
+#   whole tile into shared memory while the warps compute, with no address arithmetic or
+#   masks in registers, and rows past the end of a head arrive as zeros. On older GPUs
+#   Triton turns the same code into ordinary loads. TMA wants 16-byte aligned strides; an
+#   input that has others is first copied into a layout that has them.
 # * **Software pipelining.** ``num_stages`` asks the compiler to keep that many key and
 #   value tiles in flight, so the next ones load while the tensor cores use the current.
 # * **exp2 with the scale folded in.** The hardware computes ``2^x``. The kernel scales the
@@ -245,13 +254,28 @@ check_step(attention_online, "step 3 (one pass) ")
 # ``r``, keys before ``r`` are visible to every row (no mask), keys from ``r`` to the end of
 # the block need the triangular mask, and later keys are skipped entirely, which takes the
 # work to a little over half (the diagonal blocks are visited whole, so the share falls
-# towards half as N grows). The same split appears in the backward kernels.
+# towards half as N grows). The same split appears in the backward kernels. Counted for
+# 128-row query blocks and 64-key blocks, one of the forward's configurations:
 
-num_blocks = 8
-visited = sum(i + 1 for i in range(num_blocks))
-print(f"with {num_blocks} query blocks and {num_blocks} key blocks: full attention "
-      f"visits {num_blocks * num_blocks} block pairs")
-print(f"causal attention visits {visited}, of which {num_blocks} need a mask")
+
+def block_pairs(n, block_m, block_n, causal):
+    """(key blocks visited, of which masked) over all query blocks of one head."""
+    visited = masked = 0
+    for first_row in range(0, n, block_m):
+        if not causal:
+            visited += triton.cdiv(n, block_n)
+            continue
+        end = min(first_row + block_m, n)  # keys past the block's last row are skipped
+        visited += triton.cdiv(end, block_n)
+        masked += triton.cdiv(end, block_n) - first_row // block_n  # those from row r on
+    return visited, masked
+
+
+for n in (1024, 4096, 16384):
+    full, _ = block_pairs(n, 128, 64, causal=False)
+    visited, masked = block_pairs(n, 128, 64, causal=True)
+    print(f"N = {n:>5}: full attention visits {full:>6} key blocks, causal {visited:>6} "
+          f"({visited / full:.1%}), of which {masked} need the mask")
 
 # %%
 # Check against PyTorch: forward
@@ -281,9 +305,6 @@ for causal in (False, True):
 # size N x N is ever written. The arithmetic, ``4 N^2 d`` FLOPs per head, is the same for
 # both:
 
-import triton  # noqa: E402
-
-
 def flash_bytes(n, d, block_m, element_bytes=2):
     """Bytes one (batch, head) moves if every read of K and V came from memory."""
     return (2 * n * d * triton.cdiv(n, block_m) + 2 * n * d) * element_bytes
@@ -303,18 +324,32 @@ for n in (1024, 4096, 16384):
         print(f"{n:>7} | {naive / 1e6:10.1f} {head_flops / naive:7.0f} | {block_m:>7} "
               f"{flash / 1e6:10.1f} {head_flops / flash:7.0f} | {naive / flash:9.1f}x")
 
-ridge = 600e12 / 3e12
-print(f"the GPU assumed in the first cell needs {ridge:.0f} FLOP/B to be compute bound")
+for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
+    print(f"{gpu} needs {gemm_roofs[gpu].value * 1e3 / copy_roofs[gpu].value:.0f} FLOP/B to "
+          "be compute bound")
 
 # %%
-# Counted this way, flash attention moves between about as many bytes as the naive kernel
-# (64-row query blocks) and half as many (128-row blocks; last column), and both stay below
-# the FLOPs per byte a GPU needs to be compute bound. The count is an upper bound, though:
-# the programs working on one head at the same time read the same K and V, so those
-# re-reads can come from the L2 cache rather than from memory (this page does not measure
-# how many do). Flash attention removes the N x N traffic and the memory that would hold
-# it; what it keeps is about ``BLOCK_M`` FLOPs per byte of K and V read, which is why
-# larger query blocks pay.
+# Counted this way, as if every read of K and V came from memory, flash attention would
+# move between about as many bytes as the naive kernel (64-row query blocks) and half as
+# many (128-row blocks; last column), and stay memory bound. Most of those reads do not
+# reach memory. The grid's first axis is the query block, so the programs of one head are
+# launched together, and they read the same K and V, which are small next to the L2 cache
+# (an H100's holds 50 MB). Re-reads that hit in L2 leave memory with Q, K, V and the
+# output, each moved once per head, and the FLOPs per byte of *that* grow with N:
+
+for n in (1024, 4096, 16384):
+    once = 4 * n * d * 2  # q, k, v and out of one head, float16
+    print(f"N = {n:>5}: K and V of one head {2 * n * d * 2 / 1e6:4.1f} MB; q, k, v, out once "
+          f"{once / 1e6:4.1f} MB, {4 * n * n * d / once:5.0f} FLOP/B")
+
+# %%
+# Past a few hundred FLOPs per byte the work is bound by the matrix units, not by memory.
+# The ladder below checks which count holds: step 3 runs faster than its blocks would
+# allow if every read of K and V came from memory. The tiles still
+# matter: every read of K and V, from L2 or not, costs bandwidth inside the chip, and a
+# program does about ``BLOCK_M`` FLOPs per byte of K and V it reads, which is why larger
+# query blocks pay. Flash attention's own gain is the N x N traffic it never makes, and the
+# memory that would hold it.
 
 # %%
 # The backward pass
@@ -362,9 +397,9 @@ for causal in (False, True):
 # the GPU with programs, next to PyTorch's ``scaled_dot_product_attention`` forced onto
 # its FlashAttention-2 and cuDNN backends, timed in the same run. FLOPs count
 # ``4 B H N^2 D`` for every variant (step 2 does more work, for the same result).
-# FlashAttention-2 was written for the GPUs before Hopper: it uses neither the TMA engine
-# nor Hopper's warpgroup matrix instructions, which is why a Triton kernel compiled for
-# Hopper can pass it. cuDNN's kernels use both.
+# FlashAttention-2 was written for the GPUs before Hopper: it uses neither the Tensor
+# Memory Accelerator (TMA) nor Hopper's warpgroup matrix instructions, which is why a
+# Triton kernel compiled for Hopper can pass it. cuDNN's kernels use both.
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -412,6 +447,39 @@ for run in ladder:
         print(f"  {name:<18} {value:6.0f} TFLOP/s  "
               f"{value / run['SDPA flash'][0]:6.1%} of SDPA flash  "
               f"{value / run['SDPA cuDNN'][0]:6.1%} of SDPA cuDNN")
+    steps = list(ladder_steps)[:4]
+    print("  each step over the one before: " + ", ".join(
+        f"{later.split()[1]} / {earlier.split()[1]} {run[later][0] / run[earlier][0]:.2f}x"
+        for earlier, later in zip(steps, steps[1:]))
+          + (f"; step 4 at {run['step 4 production'][0] / run.ceiling.value:.0%} of the "
+             f"GEMM ceiling" if run.ceiling else ""))
+
+# %%
+# Step 3 reads through 64-row query blocks on a GPU. Had every one of its reads of K and V
+# come from memory (the count of "The bytes flash attention moves"), the copy ceiling would
+# cap it at:
+
+STEP_BLOCK_M = 64  # step_blocks(torch.float16)["BLOCK_M"] on a GPU, checked there
+if not runtime.interpreting():
+    assert step_blocks(torch.float16)["BLOCK_M"] == STEP_BLOCK_M
+ladder_flops = 4 * batch * heads * ladder_n**2 * head_dim
+every_read = batch * heads * flash_bytes(ladder_n, head_dim, STEP_BLOCK_M)
+for run in ladder:
+    if run.gpu not in copy_roofs:
+        continue
+    gbps = copy_roofs[run.gpu].value
+    cap = tflop_per_s(ladder_flops, every_read / (gbps * 1e9) * 1e3)
+    measured = run["step 3 one pass"][0]
+    verdict = ("faster than memory alone allows" if measured > cap else
+               "within what memory alone allows")
+    print(f"{run.gpu}: {every_read / 1e9:.1f} GB at {gbps:.0f} GB/s allow at most {cap:.0f} "
+          f"TFLOP/s; step 3 measured {measured:.0f}, {verdict}")
+
+# %%
+# Where step 3 runs faster than memory alone allows, most of its reads of K and V came from
+# the L2 cache. Step 2 to step 3 removes the first pass over the keys, a third of the matrix
+# products (step 2 computes ``Q K^T`` twice); step 3 to step 4 is the production kernel's
+# tiles, ``exp2`` and masks only where needed, TMA loads and autotuned blocks.
 
 # %%
 # Performance
@@ -511,13 +579,14 @@ benchmark(backward=True, causal=True)
 # * Never normalise per tile: carry ``m``, ``l`` and an unnormalised ``acc`` across tiles
 #   and divide once at the end.
 # * Flash attention never writes the N x N score matrix. It still reads K and V once per
-#   query block, ``2 N^2 d / BLOCK_M`` elements per head, so larger query blocks (and
-#   re-reads served by the L2 cache) are what raise its FLOPs per byte of memory traffic.
+#   query block, ``2 N^2 d / BLOCK_M`` elements per head; the L2 cache serves most of those
+#   re-reads, so memory sees little more than the inputs and output once, and larger query
+#   blocks cut the traffic inside the chip.
 # * Build a kernel up in steps that each run and are checked: two passes, then one pass,
 #   then the masks, ``exp2`` and autotuning that make it fast.
 # * The backward pass trades memory for arithmetic: recompute ``P`` from the log-sum-exp.
 # * Mask only the blocks that need it, and skip the blocks a causal mask hides completely.
-# * On Hopper, read tiles through tensor descriptors: the TMA engine fetches them while
+# * On Hopper, read tiles through tensor descriptors: the TMA unit fetches them while
 #   the warps compute.
 #
 # Used here: :func:`triton_guide.attention`, :func:`triton_guide.attention_reference`,
