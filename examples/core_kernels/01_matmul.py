@@ -57,7 +57,7 @@ for n in (256, 1024, 4096):
     print(f"n = {n:>4}: {flops / 1e9:8.2f} GFLOP, {moved / 1e6:6.1f} MB moved at "
           f"least, {flops / moved:6.0f} FLOP per byte")
 gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
-for gpu in gemm_roofs.keys() & copy_roofs.keys():
+for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
     tflops, gbps = gemm_roofs[gpu].value, copy_roofs[gpu].value
     print(f"{gpu}: {tflops:.0f} TFLOP/s over {gbps:.0f} GB/s, so a product needs "
           f"{tflops * 1e3 / gbps:.0f} FLOP per byte to be limited by arithmetic")
