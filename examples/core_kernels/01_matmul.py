@@ -158,8 +158,8 @@ for ax, (name, mapping) in zip(axes, orders.items()):
                  f"tile columns of B: {b_cols}", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_xlabel("tile column of C (pid_n): a column of B tiles")
-    ax.set_ylabel("tile row of C (pid_m): a row of A tiles")
+    ax.set_xlabel("tile column of C (pid_n): a column of B tiles", fontsize=9)
+    ax.set_ylabel("tile row of C (pid_m): a row of A tiles", fontsize=9)
 
 # %%
 # Each tile row of A (and each tile column of B) is ``tiles`` input tiles long, one per K
