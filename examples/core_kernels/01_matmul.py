@@ -607,20 +607,28 @@ host = bench.measure("matmul, host time per call", host_sizes,
                       "step 4 descriptors": host_time(matmul),
                       "cuBLAS": host_time(matmul_reference)},
                      label="n", unit="us per call", xlabel="n (n x n x n, float16)")
+def gpu_us(host_run, variant, n):
+    """``variant``'s GPU time per call at n from the sweep above, on the GPU of
+    ``host_run``, in microseconds (None where the sweep has no such GPU or size)."""
+    gpu_run = next((r for r in results if r.slug == host_run.slug), None)
+    if gpu_run is None or n not in gpu_run.xs:
+        return None
+    return 2 * n**3 / gpu_run[variant][gpu_run.xs.index(n)] / 1e6
+
+
 for run in host:
-    gpu_run = next((r for r in results if r.slug == run.slug), None)
     host_bound = []  # sizes where step 4's host time is longer than its kernel's GPU time
     for i, n in enumerate(run.xs):
         kernel = ""
-        if gpu_run is not None and n in gpu_run.xs:
-            kernel_us = 2 * n**3 / gpu_run["triton_guide"][gpu_run.xs.index(n)] / 1e6
+        kernel_us = gpu_us(run, "triton_guide", n)
+        if kernel_us is not None:
             kernel = f"; our kernel (step 4) runs {kernel_us:.1f} us on the GPU"
             if run["step 4 descriptors"][i] > kernel_us:
                 host_bound.append(n)
         print(f"{run.gpu}, n = {n}: host {run['step 4 descriptors'][i]:.0f} us per call "
               f"(step 4), {run['step 3 pointer loads'][i]:.0f} (step 3), "
               f"{run['cuBLAS'][i]:.0f} (cuBLAS){kernel}")
-    if gpu_run is not None:
+    if any(r.slug == run.slug for r in results):
         print(f"{run.gpu}: the host takes longer than the kernel at n = "
               + (", ".join(map(str, host_bound)) or "none of these sizes"))
 
@@ -633,19 +641,16 @@ for run in host:
 # GPU time; that floor for both sides, with cuBLAS's GPU time from the same sweep:
 
 for run in host:
-    gpu_run = next((r for r in results if r.slug == run.slug), None)
-    if gpu_run is None:
-        continue
     floors = []
     for i, n in enumerate(run.xs):
-        if n not in gpu_run.xs:
+        if gpu_us(run, "cuBLAS", n) is None:
             continue
-        j = gpu_run.xs.index(n)
-        ours = max(run["step 4 descriptors"][i], 2 * n**3 / gpu_run["triton_guide"][j] / 1e6)
-        theirs = max(run["cuBLAS"][i], 2 * n**3 / gpu_run["cuBLAS"][j] / 1e6)
+        ours = max(run["step 4 descriptors"][i], gpu_us(run, "triton_guide", n))
+        theirs = max(run["cuBLAS"][i], gpu_us(run, "cuBLAS", n))
         floors.append(f"n = {n}: ours {ours:.0f} us, cuBLAS {theirs:.0f} us "
                       f"(ours at {theirs / ours:.2f}x cuBLAS's speed)")
-    print(f"{run.gpu}, per call in a loop, at least:\n  " + "\n  ".join(floors))
+    if floors:
+        print(f"{run.gpu}, per call in a loop, at least:\n  " + "\n  ".join(floors))
 
 # %%
 # Set these beside the sweep's GPU-time ratios: at these sizes, a Python loop of ``matmul``
