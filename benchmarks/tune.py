@@ -970,6 +970,191 @@ def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
             torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------------------------------
+# matmul: stream-K (the products along K shared out evenly among one program per SM)
+# ---------------------------------------------------------------------------------------
+# 2000 x 3000 x 1000 is 192 tiles of 128 x 256 on 132 SMs: the second wave runs 60 tiles
+# while 72 SMs wait. Stream-K (Osama et al., 2023) gives every program the same number of
+# K steps instead of whole tiles: the tiles' K steps are laid end to end and cut into one
+# equal share per program, so a share starts and ends inside tiles. A piece that does not
+# start a tile leaves its float32 partial sum in a slot of its own and raises a flag; the
+# program holding the piece that starts the tile (the one it computes last) waits for
+# those flags, adds the partials and stores the tile. ``DATA_PARALLEL`` tiles before that
+# are computed whole, program by program, as usual.
+@triton.jit
+def _k_steps(acc, a_desc, b_desc, row, col, first, last, BLOCK_SIZE_K: tl.constexpr):
+    """acc plus the products of K steps ``first .. last`` of the tile at (row, col)."""
+    for k in range(first, last):
+        a = a_desc.load([row, k * BLOCK_SIZE_K])
+        b = b_desc.load([k * BLOCK_SIZE_K, col])
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _share_start(share, base, shared, programs):
+    """The first global K step of stream-K share ``share`` (int64: steps x programs can
+    pass 2**31)."""
+    return base + share.to(tl.int64) * shared // programs
+
+
+@triton.jit(do_not_specialize=["DATA_PARALLEL"])
+def matmul_stream_k_kernel(
+    a_desc, b_desc, c_ptr,
+    partial_ptr,  # (programs, BLOCK_SIZE_M * BLOCK_SIZE_N) float32: one slot per share
+    flag_ptr,  # (programs,) int32, zero: share s raises flag s when its partial is in its slot
+    M, N, K, stride_cm,
+    DATA_PARALLEL,  # tiles computed whole before the stream-K shares
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr, C_ALIGN: tl.constexpr,
+):
+    programs = tl.num_programs(0)
+    # Shares in reverse program order: the program holding a tile's first piece then runs
+    # after those it waits for when programs run one by one (the interpreter).
+    share = programs - 1 - tl.program_id(0)
+    steps = tl.cdiv(K, BLOCK_SIZE_K)  # K steps per tile
+    tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+    rows = tl.arange(0, BLOCK_SIZE_M)
+    cols = tl.arange(0, BLOCK_SIZE_N)
+    slot_offsets = rows[:, None] * BLOCK_SIZE_N + cols[None, :]
+
+    for tile in range(share, DATA_PARALLEL, programs):
+        pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        acc = _k_steps(acc, a_desc, b_desc, pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N,
+                       0, steps, BLOCK_SIZE_K)
+        store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
+                          BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
+
+    base = DATA_PARALLEL.to(tl.int64) * steps
+    shared = (tiles - DATA_PARALLEL).to(tl.int64) * steps
+    step = _share_start(share, base, shared, programs)
+    end = _share_start(share + 1, base, shared, programs)
+    while step < end:
+        tile = (step // steps).to(tl.int32)
+        first = (step % steps).to(tl.int32)
+        last = tl.minimum(steps, first + (end - step)).to(tl.int32)
+        pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        acc = _k_steps(acc, a_desc, b_desc, pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N,
+                       first, last, BLOCK_SIZE_K)
+        if first > 0:
+            # Only a share's first piece can start inside a tile: slot `share` is free.
+            tl.store(partial_ptr + share * BLOCK_SIZE_M * BLOCK_SIZE_N + slot_offsets, acc)
+            tl.debug_barrier()  # every thread's part stored before the flag goes up
+            tl.atomic_xchg(flag_ptr + share, 1, sem="release")
+        else:
+            # The rest of this tile's steps are the first pieces of the next shares.
+            tile_start = tile.to(tl.int64) * steps
+            covered = last
+            other = share + 1
+            while covered < steps:
+                other_end = _share_start(other + 1, base, shared, programs)
+                if other_end > _share_start(other, base, shared, programs):
+                    ready = tl.atomic_cas(flag_ptr + other, 1, 0, sem="acquire")
+                    while ready != 1:
+                        ready = tl.atomic_cas(flag_ptr + other, 1, 0, sem="acquire")
+                    tl.debug_barrier()
+                    acc += tl.load(partial_ptr + other * BLOCK_SIZE_M * BLOCK_SIZE_N
+                                   + slot_offsets, cache_modifier=".cg")
+                covered = tl.minimum(other_end - tile_start, steps).to(tl.int32)
+                other += 1
+            store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
+                              BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
+        step += last - first
+
+
+def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None):
+    """``a @ b`` (both stored by rows) by matmul_stream_k_kernel with cfg = (BLOCK_SIZE_M,
+    BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps): one program per SM slot
+    (``per_sm`` slots per SM); of the tiles, whole waves but the last full one computed
+    whole (``data_parallel_waves``, default: that many) and the rest in stream-K shares."""
+    from triton_guide.matmul import alignment, descriptor, multiprocessors
+
+    bm, bn, bk, group, stages, warps = cfg
+    (M, K), N = a.shape, b.shape[1]
+    slots = multiprocessors(a.device) * per_sm
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    steps = triton.cdiv(K, bk)
+    full_waves = tiles // slots
+    if data_parallel_waves is None:
+        data_parallel_waves = max(full_waves - 1, 0)
+    data_parallel = min(data_parallel_waves, full_waves) * slots
+    programs = max(1, min(slots, (tiles - data_parallel) * steps))
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+    partial = torch.empty(programs, bm * bn, device=a.device, dtype=torch.float32)
+    flags = torch.zeros(programs, device=a.device, dtype=torch.int32)
+    a_desc, b_desc = descriptor(a), descriptor(b)
+    a_desc.block_shape, b_desc.block_shape = [bm, bk], [bk, bn]
+
+    def run():
+        matmul_stream_k_kernel[(programs,)](
+            a_desc, b_desc, c, partial, flags, M, N, K, c.stride(0), data_parallel,
+            BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=group,
+            C_ALIGN=alignment(N), num_stages=stages, num_warps=warps)
+        return c
+    run.programs, run.data_parallel = programs, data_parallel
+    return run
+
+
+# (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps), programs per SM, and
+# the whole waves computed data-parallel (None: all but the last full one).
+STREAM_K_VARIANTS = [
+    ((128, 256, 64, 8, 3, 8), 1, None), ((128, 256, 64, 8, 3, 8), 1, 0),
+    ((256, 128, 64, 8, 3, 8), 1, None), ((128, 128, 64, 8, 4, 8), 1, None),
+    ((128, 128, 64, 8, 3, 4), 2, None), ((128, 256, 64, 8, 4, 8), 1, None),
+]
+
+
+def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
+    """Each stream-K variant against the package and cuBLAS, in GPU time, in turns
+    ``rounds`` times (medians); with each variant's programs and data-parallel tiles."""
+    from statistics import median
+
+    import triton_guide as tg
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+
+    print(f"matmul, stream-K: ours / cuBLAS in GPU time, median of {rounds} rounds in turns;"
+          " [programs, tiles computed whole]")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            flops = 2 * M * N * K
+            a, b = pairs[0]
+            reference = a.float() @ b.float()
+            runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
+                       "cuBLAS": [lambda x=x, y=y: x @ y for x, y in pairs]}
+            notes = {}
+            for cfg, per_sm, waves in variants:
+                name = (f"{cfg[0]}x{cfg[1]}/{cfg[4]}s{cfg[5]}w/{per_sm}perSM"
+                        f"{'' if waves is None else f'/dp{waves}'}")
+                try:
+                    run = _stream_k_runner(a, b, cfg, per_sm, waves)
+                    run().fill_(float("nan"))
+                    errors = [relative_error(run(), reference) for _ in range(3)]
+                except Exception as e:  # out of shared memory or registers: say so, go on
+                    notes[name] = f"{name} {type(e).__name__}"
+                    continue
+                if not max(errors) < 1e-2:
+                    notes[name] = f"{name} wrong {max(errors):.1e}"
+                    continue
+                runners[name] = [_stream_k_runner(x, y, cfg, per_sm, waves) for x, y in pairs]
+                notes[name] = f"[{run.programs},{run.data_parallel}]"
+            rates = {name: [] for name in runners}
+            for _ in range(rounds):
+                for name, calls in runners.items():
+                    rates[name].append(tflop_per_s(flops, gpu_ms(calls)))
+            cublas = median(rates.pop("cuBLAS"))
+            cells = [f"{name} {median(values) / cublas:.2f}{notes.get(name, '')}"
+                     for name, values in rates.items()]
+            cells += [note for name, note in notes.items() if name not in rates]
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | "
+                  + " ".join(cells), flush=True)
+            pairs.clear()
+            runners.clear()
+            torch.cuda.empty_cache()
+
+
 # More configurations than the package tries, for the shapes no listed one serves well.
 WIDE_CANDIDATES = MATMUL_CANDIDATES + [
     _mm_cfg(128, 128, 64, 8, 3, 8), _mm_cfg(128, 128, 64, 8, 3, 4),
@@ -1588,7 +1773,7 @@ def main():
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "matmul_row_split", "matmul_last_wave",
-                                 "matmul_wide_tiles", "matmul_two_per_sm",
+                                 "matmul_wide_tiles", "matmul_two_per_sm", "matmul_stream_k",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
                                  "attention_flat", "attention_lazy"])
@@ -1667,6 +1852,11 @@ def main():
         tune_matmul_wide_tiles([(2000, 3000, 1000), (2000, 3000, 4000), (1000, 1000, 1000),
                                 (2048, 2048, 2048), (3072, 3072, 3072)], (torch.float16,),
                                tiles=TWO_PER_SM_TILES)
+    if "matmul_stream_k" in args.what:  # K steps shared out evenly among the SMs
+        tune_matmul_stream_k([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000),
+                              (2048, 2048, 2048), (2000, 3000, 4000), (4096, 4096, 4096),
+                              (8192, 8192, 8192)], (torch.float16,))
+        tune_matmul_stream_k([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
