@@ -1007,6 +1007,8 @@ def matmul_stream_k_kernel(
     DATA_PARALLEL,  # tiles computed whole before the stream-K shares
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, C_ALIGN: tl.constexpr,
+    HAND_OVER: tl.constexpr = 2,  # for timing only: 1 stores partials but waits for none,
+    # 0 neither (both give wrong results)
 ):
     programs = tl.num_programs(0)
     # Shares in reverse program order: the program holding a tile's first piece then runs
@@ -1028,25 +1030,27 @@ def matmul_stream_k_kernel(
 
     base = DATA_PARALLEL.to(tl.int64) * steps
     shared = (tiles - DATA_PARALLEL).to(tl.int64) * steps
-    step = _share_start(share, base, shared, programs)
+    start = _share_start(share, base, shared, programs)
     end = _share_start(share + 1, base, shared, programs)
-    while step < end:
-        tile = (step // steps).to(tl.int32)
-        first = (step % steps).to(tl.int32)
-        last = tl.minimum(steps, first + (end - step)).to(tl.int32)
+    # The tiles this share touches, each a plain loop over its K steps as above.
+    for tile in range((start // steps).to(tl.int32), tl.cdiv(end, steps).to(tl.int32)):
+        tile_start = tile * steps.to(tl.int64)
+        first = tl.maximum(start - tile_start, 0).to(tl.int32)
+        last = tl.minimum(end - tile_start, steps).to(tl.int32)
         pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         acc = _k_steps(acc, a_desc, b_desc, pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N,
                        first, last, BLOCK_SIZE_K)
         if first > 0:
             # Only a share's first piece can start inside a tile: slot `share` is free.
-            tl.store(partial_ptr + share * BLOCK_SIZE_M * BLOCK_SIZE_N + slot_offsets, acc)
-            tl.debug_barrier()  # every thread's part stored before the flag goes up
-            tl.atomic_xchg(flag_ptr + share, 1, sem="release")
+            if HAND_OVER > 0:
+                tl.store(partial_ptr + share * BLOCK_SIZE_M * BLOCK_SIZE_N + slot_offsets, acc)
+            if HAND_OVER > 1:
+                tl.debug_barrier()  # every thread's part stored before the flag goes up
+                tl.atomic_xchg(flag_ptr + share, 1, sem="release")
         else:
             # The rest of this tile's steps are the first pieces of the next shares.
-            tile_start = tile.to(tl.int64) * steps
-            covered = last
+            covered = last if HAND_OVER > 1 else steps
             other = share + 1
             while covered < steps:
                 other_end = _share_start(other + 1, base, shared, programs)
@@ -1061,10 +1065,9 @@ def matmul_stream_k_kernel(
                 other += 1
             store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
                               BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
-        step += last - first
 
 
-def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None):
+def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2):
     """``a @ b`` (both stored by rows) by matmul_stream_k_kernel with cfg = (BLOCK_SIZE_M,
     BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps): one program per SM slot
     (``per_sm`` slots per SM); of the tiles, whole waves but the last full one computed
@@ -1079,8 +1082,11 @@ def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None):
     full_waves = tiles // slots
     if data_parallel_waves is None:
         data_parallel_waves = max(full_waves - 1, 0)
-    data_parallel = min(data_parallel_waves, full_waves) * slots
-    programs = max(1, min(slots, (tiles - data_parallel) * steps))
+    if data_parallel_waves == math.inf:  # every tile whole: a persistent kernel
+        data_parallel, programs = tiles, min(slots, tiles)
+    else:
+        data_parallel = min(data_parallel_waves, full_waves) * slots
+        programs = max(1, min(slots, (tiles - data_parallel) * steps))
     c = torch.empty(M, N, device=a.device, dtype=a.dtype)
     partial = torch.empty(programs, bm * bn, device=a.device, dtype=torch.float32)
     flags = torch.zeros(programs, device=a.device, dtype=torch.int32)
@@ -1091,7 +1097,7 @@ def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None):
         matmul_stream_k_kernel[(programs,)](
             a_desc, b_desc, c, partial, flags, M, N, K, c.stride(0), data_parallel,
             BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=group,
-            C_ALIGN=alignment(N), num_stages=stages, num_warps=warps)
+            C_ALIGN=alignment(N), HAND_OVER=hand_over, num_stages=stages, num_warps=warps)
         return c
     run.programs, run.data_parallel = programs, data_parallel
     return run
@@ -1153,6 +1159,108 @@ def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
             pairs.clear()
             runners.clear()
             torch.cuda.empty_cache()
+
+
+def _clock_sampler():
+    """Start nvidia-smi sampling the SM clock and power every 20 ms; returns a function that
+    gives the mean clock (MHz) and power (W) between two ``time.time()`` readings."""
+    import datetime
+    import subprocess
+    import tempfile
+
+    log = tempfile.NamedTemporaryFile("w+", suffix=".csv", delete=False)
+    proc = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
+                             "--format=csv,noheader,nounits", "-lms", "20"], stdout=log)
+
+    def between(start, end):
+        log.flush()
+        values = []
+        for line in open(log.name):
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 3:
+                continue
+            try:
+                when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                values.append((when, float(parts[1]), float(parts[2])))
+            except ValueError:
+                continue
+        inside = [(c, p) for w, c, p in values if start <= w <= end]
+        if not inside:
+            return float("nan"), float("nan")
+        return (sum(c for c, _ in inside) / len(inside), sum(p for _, p in inside) / len(inside))
+    between.stop = proc.terminate
+    return between
+
+
+def tune_attention_timing(cases):
+    """The forward of ours and cuDNN timed four ways (CUDA graph over rotating copies, the
+    same over one copy, ``do_bench``, calls queued behind a sleep), with the SM clock and
+    power nvidia-smi saw meanwhile: is the GPU-time gap at short sequences the kernel's?"""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    import triton_guide as tg
+    from triton_guide.benchmark import copies_for_cold_cache, gpu_ms, queued_ms
+
+    clocks = _clock_sampler()
+    print("attention forward: TFLOP/s [mean SM MHz, W] per timing method")
+    for dtype, batch, heads, seq, dim, causal in cases:
+        shape = (batch, heads, seq, dim)
+        flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1)
+        copies = copies_for_cold_cache(3 * batch * heads * seq * dim * dtype.itemsize)
+        inputs = [tuple(torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+                  for _ in range(copies)]
+
+        def cudnn(q, k, v):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        fns = {"ours": lambda q, k, v: tg.attention(q, k, v, causal=causal), "cuDNN": cudnn}
+        tag = f"{str(dtype)[6:]} B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
+        for name, f in fns.items():
+            methods = {
+                "graph rotating": lambda: gpu_ms([lambda x=x: f(*x) for x in inputs]),
+                "graph one copy": lambda: gpu_ms([lambda: f(*inputs[0])] * copies),
+                "do_bench": lambda: median_ms(lambda: f(*inputs[0])),
+                "queued rotating": lambda: queued_ms([lambda x=x: f(*x) for x in inputs])[0],
+            }
+            cells = []
+            for method, measure in methods.items():
+                start = time.time()
+                ms = measure()
+                mhz, watts = clocks(start, time.time())
+                cells.append(f"{method} {tflop_per_s(flops, ms):5.0f} [{mhz:4.0f}, {watts:3.0f}]")
+            print(f"  {tag:<32} {name:<5} " + " | ".join(cells), flush=True)
+        del inputs
+        torch.cuda.empty_cache()
+    clocks.stop()
+
+
+def tune_matmul_stream_k_parts(shapes, dtypes, cfg=(128, 256, 64, 8, 3, 8)):
+    """Where stream-K's time goes: the kernel with its hand-over, with partials stored but
+    never awaited, and with neither (wrong results, timing only), against the package."""
+    from statistics import median
+
+    import triton_guide as tg
+    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+
+    print("matmul, stream-K parts: ours / cuBLAS in GPU time, median of 3 rounds in turns")
+    for dtype in dtypes:
+        for M, N, K in shapes:
+            pairs = cold_matmul_inputs(M, N, K, dtype)
+            runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
+                       "cuBLAS": [lambda x=x, y=y: x @ y for x, y in pairs]}
+            for hand_over, name in ((2, "stream-K"), (1, "no waits"), (0, "no partials")):
+                runners[name] = [_stream_k_runner(x, y, cfg, 1, 0, hand_over) for x, y in pairs]
+            runners["whole tiles"] = [_stream_k_runner(x, y, cfg, 1, math.inf) for x, y in pairs]
+            rates = {name: [] for name in runners}
+            for _ in range(3):
+                for name, calls in runners.items():
+                    rates[name].append(tflop_per_s(2 * M * N * K, gpu_ms(calls)))
+            cublas = median(rates.pop("cuBLAS"))
+            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | " + " ".join(
+                f"{name} {median(v) / cublas:.2f}" for name, v in rates.items()), flush=True)
+            pairs.clear()
+            runners.clear()
 
 
 # More configurations than the package tries, for the shapes no listed one serves well.
@@ -1773,10 +1881,10 @@ def main():
                                  "matmul_layouts", "matmul_picks", "matmul_host_tma",
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "matmul_row_split", "matmul_last_wave",
-                                 "matmul_wide_tiles", "matmul_two_per_sm", "matmul_stream_k",
+                                 "matmul_wide_tiles", "matmul_two_per_sm", "matmul_stream_k", "matmul_stream_k_parts",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
-                                 "attention_flat", "attention_lazy"])
+                                 "attention_flat", "attention_lazy", "attention_timing"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -1857,6 +1965,9 @@ def main():
                               (2048, 2048, 2048), (2000, 3000, 4000), (4096, 4096, 4096),
                               (8192, 8192, 8192)], (torch.float16,))
         tune_matmul_stream_k([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,))
+    if "matmul_stream_k_parts" in args.what:  # where stream-K's time goes
+        tune_matmul_stream_k_parts([(2000, 3000, 1000), (2048, 2048, 2048), (8192, 8192, 8192)],
+                                   (torch.float16,))
     if "matmul_wide" in args.what:  # shapes that no listed configuration serves well
         tune_matmul([(2000, 3000, 1000), (3072, 3072, 3072), (1000, 1000, 1000)],
                     (torch.float16,), WIDE_CANDIDATES)
@@ -1905,6 +2016,11 @@ def main():
         candidates = {("forward", 128): TUNED_FORWARD[128], ("forward", 64): TUNED_FORWARD[64]}
         tune_attention(cases, ("forward", "lazy", "lazy0"), (False, True), candidates,
                        precompile=True)
+    if "attention_timing" in args.what:  # the forward timed four ways, with the clock
+        f16, bf16 = torch.float16, torch.bfloat16
+        tune_attention_timing([(f16, 16, 16, 2048, 128, False), (f16, 32, 16, 1024, 128, False),
+                               (bf16, 16, 16, 2048, 128, False), (f16, 2, 16, 16384, 128, False),
+                               (f16, 16, 16, 2048, 128, True)])
     print(f"done in {time.time() - start:.0f} s")
 
 
