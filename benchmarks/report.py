@@ -2,7 +2,7 @@
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
     python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
-                                [--quick]
+                                [--rounds 3] [--quick]
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
 large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own bytes, timed
@@ -19,7 +19,9 @@ than the host needs to launch it, that column times the host, ours and torch's a
 attention backward is ``torch.autograd.grad`` (which returns the gradients instead of adding
 them into ``.grad``: that sum is three elementwise kernels, no part of attention), timed in
 GPU time by ``queued_ms`` (the calls queued behind a GPU sleep, on rotating copies) and as
-called.
+called. GPU times are medians of ``--rounds`` rounds in which ours and the baselines take
+turns: one reading of a 1 ms attention forward moved by up to 12% between runs on the H100
+(benchmarks/NOTES.md, sixteenth session), more than some of the gaps the report measures.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from statistics import geometric_mean
+from statistics import geometric_mean, median
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
 from triton_guide.benchmark import (  # noqa: E402
-    cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, matmul_tflop_per_s,
-    measure_ceiling, median_ms, queued_ms, tflop_per_s)
+    calls_on, cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, measure_ceiling,
+    median_ms, queued_ms, tflop_per_s)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # rows x columns: 128-wide to 256k-wide rows, 4-256 MiB of fp32 each. Up to 32 MiB they fit
@@ -86,6 +88,17 @@ class Tally:
 
 
 TALLY = Tally()
+ROUNDS = 3  # GPU-time rounds per shape (--rounds)
+
+
+def in_turns(measures):
+    """The median over ROUNDS rounds of each ``measures[name]()`` (a time in ms), the
+    measures taking turns within a round so that a slow spell of the GPU hits all alike."""
+    times = {name: [] for name in measures}
+    for _ in range(ROUNDS):
+        for name, measure in measures.items():
+            times[name].append(measure())
+    return {name: median(values) for name, values in times.items()}
 
 
 def row(op, what, ours, baselines, unit, extra=""):
@@ -127,16 +140,18 @@ def softmax(shapes, dtypes, copy):
             nbytes = 2 * first.numel() * first.element_size()
             xs = [first] + [torch.randn_like(first)
                             for _ in range(copies_for_cold_cache(nbytes // 2) - 1)]
-            ours = gb_per_s(nbytes, gpu_ms([lambda x=x: tg.softmax(x) for x in xs]))
-            torch_rate = gb_per_s(nbytes, gpu_ms([lambda x=x: torch.softmax(x, dim=-1)
-                                                  for x in xs]))
-            # The same bytes copied, timed alike: what a kernel that reads and writes this
-            # tensor once can reach at this size (a 32 MiB copy does not reach 1 GiB's rate).
-            # A clone allocates its output inside the graph as softmax does, so both write
-            # into the graph's reused buffers. Against a copy into preallocated outputs,
-            # softmaxes of rows up to 2048 wide came out at 1.07-1.30 of it (report at
-            # 12d3999), presumably from that reuse.
-            same_size = gb_per_s(nbytes, gpu_ms([lambda x=x: x.clone() for x in xs]))
+            # The same bytes copied, timed alike ("clone"): what a kernel that reads and
+            # writes this tensor once can reach at this size (a 32 MiB copy does not reach
+            # 1 GiB's rate). A clone allocates its output inside the graph as softmax does,
+            # so both write into the graph's reused buffers. Against a copy into
+            # preallocated outputs, softmaxes of rows up to 2048 wide came out at 1.07-1.30
+            # of it (report at 12d3999), presumably from that reuse.
+            ms = in_turns({
+                "ours": lambda: gpu_ms([lambda x=x: tg.softmax(x) for x in xs]),
+                "torch": lambda: gpu_ms([lambda x=x: torch.softmax(x, dim=-1) for x in xs]),
+                "clone": lambda: gpu_ms([lambda x=x: x.clone() for x in xs])})
+            ours, torch_rate, same_size = (gb_per_s(nbytes, ms[name])
+                                           for name in ("ours", "torch", "clone"))
             called = as_called("softmax", what, lambda: tg.softmax(first), "torch",
                                lambda: torch.softmax(first, dim=-1),
                                lambda ms: gb_per_s(nbytes, ms))
@@ -166,8 +181,9 @@ def matmul(shapes, dtypes, b_by_columns=False):
             torch.cuda.synchronize()
             tune = time.perf_counter() - start
             flops = 2 * m * n * k
-            ours = matmul_tflop_per_s(tg.matmul, pairs)
-            cublas = matmul_tflop_per_s(torch.matmul, pairs)
+            ms = in_turns({"ours": lambda: gpu_ms(calls_on(tg.matmul, pairs)),
+                           "cuBLAS": lambda: gpu_ms(calls_on(torch.matmul, pairs))})
+            ours, cublas = tflop_per_s(flops, ms["ours"]), tflop_per_s(flops, ms["cuBLAS"])
             called = as_called(op, what, lambda: tg.matmul(a, b), "cuBLAS",
                                lambda: a @ b, lambda ms: tflop_per_s(flops, ms))
             row(op, what, ours, {"cuBLAS": cublas}, "TFLOP/s",
@@ -205,29 +221,36 @@ def attention(lengths, head_dims, dtypes):
                         for _ in range(copies_for_cold_cache(3 * q.numel() * q.itemsize) - 1)]
                     # Forward GPU time on the copies without gradients (a CUDA graph).
                     detached = [tuple(t.detach() for t in x) for x in inputs]
-                    forward = {name: tflop_per_s(flops, gpu_ms([lambda f=f, x=x: f(*x)
-                                                                for x in detached]))
-                               for name, f in fns.items()}
+                    forward = in_turns({name: lambda f=f: gpu_ms([lambda x=x: f(*x)
+                                                                  for x in detached])
+                                        for name, f in fns.items()})
+                    forward = {name: tflop_per_s(flops, ms) for name, ms in forward.items()}
                     called = as_called("attention fwd", tag, lambda: fns["ours"](q, k, v),
                                        "cuDNN", lambda: fns["cuDNN"](q, k, v),
                                        lambda ms: tflop_per_s(flops, ms))
                     grad = torch.randn(shape, device="cuda", dtype=DTYPES[dtype_name])
-                    backward, first, unclean = {}, {}, []
-                    for name, f in fns.items():
-                        calls = [lambda o=f(*x), x=x: torch.autograd.grad(o, x, grad,
-                                                                           retain_graph=True)
-                                 for x in inputs]
-                        ms, covered = queued_ms(calls)
-                        backward[name] = tflop_per_s(2.5 * flops, ms)
+                    calls = {name: [lambda o=f(*x), x=x: torch.autograd.grad(
+                                        o, x, grad, retain_graph=True) for x in inputs]
+                             for name, f in fns.items()}
+                    unclean = set()
+
+                    def backward_ms(name):
+                        ms, covered = queued_ms(calls[name])
                         if not covered:  # some rounds had the GPU wait for the host
-                            unclean.append(name)
-                        first[name] = calls[0]
-                        del calls
+                            unclean.add(name)
+                        return ms
+                    backward = in_turns({name: lambda name=name: backward_ms(name)
+                                         for name in fns})
+                    backward = {name: tflop_per_s(2.5 * flops, ms)
+                                for name, ms in backward.items()}
+                    first = {name: c[0] for name, c in calls.items()}
+                    del calls
                     called_bwd = as_called("attention bwd", tag, first["ours"], "cuDNN",
                                            first["cuDNN"],
                                            lambda ms: tflop_per_s(2.5 * flops, ms))
                     if unclean:
-                        called_bwd += f"  | GPU time from too few clean rounds: {unclean}"
+                        called_bwd += (f"  | GPU time from too few clean rounds: "
+                                       f"{sorted(unclean)}")
                     ours_fwd, ours_bwd = forward.pop("ours"), backward.pop("ours")
                     row("attention fwd", tag, ours_fwd, forward, "TFLOP/s", called)
                     row("attention bwd", tag, ours_bwd, backward, "TFLOP/s", called_bwd)
@@ -236,13 +259,19 @@ def attention(lengths, head_dims, dtypes):
 
 
 def main():
+    global ROUNDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
                         help="ops to run: add softmax matmul attention (default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help=f"GPU-time rounds per shape, medians (default {ROUNDS})")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    ROUNDS = args.rounds
 
     def dtypes(*names):
         return [name for name in names if args.dtypes is None or name in args.dtypes]

@@ -1009,6 +1009,8 @@ def matmul_stream_k_kernel(
     GROUP_SIZE_M: tl.constexpr, C_ALIGN: tl.constexpr,
     HAND_OVER: tl.constexpr = 2,  # for timing only: 1 stores partials but waits for none,
     # 0 neither (both give wrong results)
+    FLATTEN: tl.constexpr = False,  # the whole tiles' loops as one (see below)
+    WARP_SPECIALIZE: tl.constexpr = False,  # that loop split into loading and computing warps
 ):
     programs = tl.num_programs(0)
     # Shares in reverse program order: the program holding a tile's first piece then runs
@@ -1020,13 +1022,33 @@ def matmul_stream_k_kernel(
     cols = tl.arange(0, BLOCK_SIZE_N)
     slot_offsets = rows[:, None] * BLOCK_SIZE_N + cols[None, :]
 
-    for tile in range(share, DATA_PARALLEL, programs):
-        pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    if FLATTEN:
+        # One loop over (tile, K step) pairs, which Triton pipelines as one: the next
+        # tile's first loads are issued while this tile's last products and store run.
+        first_tile = share
+        my_tiles = tl.cdiv(DATA_PARALLEL - share, programs)
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-        acc = _k_steps(acc, a_desc, b_desc, pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N,
-                       0, steps, BLOCK_SIZE_K)
-        store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
-                          BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
+        for i in tl.range(0, my_tiles * steps, flatten=True, warp_specialize=WARP_SPECIALIZE):
+            tile = first_tile + (i // steps) * programs
+            k = i % steps
+            pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                                           GROUP_SIZE_M)
+            a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])
+            b = b_desc.load([k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
+            acc = tl.dot(a, b, acc)
+            if k == steps - 1:
+                store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
+                                  BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
+                acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    else:
+        for tile in range(share, DATA_PARALLEL, programs):
+            pid_m, pid_n = tile_of_program(tile, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                                           GROUP_SIZE_M)
+            acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+            acc = _k_steps(acc, a_desc, b_desc, pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N,
+                           0, steps, BLOCK_SIZE_K)
+            store_output_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, 1,
+                              BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
 
     base = DATA_PARALLEL.to(tl.int64) * steps
     shared = (tiles - DATA_PARALLEL).to(tl.int64) * steps
@@ -1067,7 +1089,8 @@ def matmul_stream_k_kernel(
                               BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, False)
 
 
-def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2):
+def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2,
+                     flatten=False, warp_specialize=False):
     """``a @ b`` (both stored by rows) by matmul_stream_k_kernel with cfg = (BLOCK_SIZE_M,
     BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps): one program per SM slot
     (``per_sm`` slots per SM); of the tiles, whole waves but the last full one computed
@@ -1097,7 +1120,8 @@ def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2)
         matmul_stream_k_kernel[(programs,)](
             a_desc, b_desc, c, partial, flags, M, N, K, c.stride(0), data_parallel,
             BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=group,
-            C_ALIGN=alignment(N), HAND_OVER=hand_over, num_stages=stages, num_warps=warps)
+            C_ALIGN=alignment(N), HAND_OVER=hand_over, FLATTEN=flatten,
+            WARP_SPECIALIZE=warp_specialize, num_stages=stages, num_warps=warps)
         return c
     run.programs, run.data_parallel = programs, data_parallel
     return run
@@ -1109,6 +1133,15 @@ STREAM_K_VARIANTS = [
     ((128, 256, 64, 8, 3, 8), 1, None), ((128, 256, 64, 8, 3, 8), 1, 0),
     ((256, 128, 64, 8, 3, 8), 1, None), ((128, 128, 64, 8, 4, 8), 1, None),
     ((128, 128, 64, 8, 3, 4), 2, None), ((128, 256, 64, 8, 4, 8), 1, None),
+]
+# A persistent kernel: every tile whole (math.inf waves), one program per SM looping over
+# them; its loops flattened into one (and split between loading and computing warps).
+PERSISTENT_VARIANTS = [
+    ((128, 256, 64, 8, 3, 8), 1, math.inf),
+    ((128, 256, 64, 8, 3, 8), 1, math.inf, True), ((128, 256, 64, 8, 3, 8), 1, math.inf, True, True),
+    ((128, 128, 64, 8, 4, 8), 1, math.inf, True), ((128, 128, 64, 8, 4, 8), 1, math.inf, True, True),
+    ((128, 128, 64, 8, 4, 4), 1, math.inf, True), ((128, 128, 64, 8, 4, 4), 1, math.inf, True, True),
+    ((128, 256, 64, 8, 4, 8), 1, math.inf, True),
 ]
 
 
@@ -1131,11 +1164,12 @@ def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
             runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
                        "cuBLAS": [lambda x=x, y=y: x @ y for x, y in pairs]}
             notes = {}
-            for cfg, per_sm, waves in variants:
+            for cfg, per_sm, waves, *loop in variants:
                 name = (f"{cfg[0]}x{cfg[1]}/{cfg[4]}s{cfg[5]}w/{per_sm}perSM"
-                        f"{'' if waves is None else f'/dp{waves}'}")
+                        f"{'' if waves is None else f'/dp{waves}'}"
+                        f"{'/flat' if loop[:1] == [True] else ''}{'/ws' if loop[1:] == [True] else ''}")
                 try:
-                    run = _stream_k_runner(a, b, cfg, per_sm, waves)
+                    run = _stream_k_runner(a, b, cfg, per_sm, waves, 2, *loop)
                     run().fill_(float("nan"))
                     errors = [relative_error(run(), reference) for _ in range(3)]
                 except Exception as e:  # out of shared memory or registers: say so, go on
@@ -1144,7 +1178,8 @@ def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
                 if not max(errors) < 1e-2:
                     notes[name] = f"{name} wrong {max(errors):.1e}"
                     continue
-                runners[name] = [_stream_k_runner(x, y, cfg, per_sm, waves) for x, y in pairs]
+                runners[name] = [_stream_k_runner(x, y, cfg, per_sm, waves, 2, *loop)
+                                 for x, y in pairs]
                 notes[name] = f"[{run.programs},{run.data_parallel}]"
             rates = {name: [] for name in runners}
             for _ in range(rounds):
@@ -1882,6 +1917,7 @@ def main():
                                  "matmul_paths", "matmul_ragged", "matmul_tail_split",
                                  "matmul_row_split", "matmul_last_wave",
                                  "matmul_wide_tiles", "matmul_two_per_sm", "matmul_stream_k", "matmul_stream_k_parts",
+                                 "matmul_persistent",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
                                  "attention_flat", "attention_lazy", "attention_timing"])
@@ -1965,6 +2001,13 @@ def main():
                               (2048, 2048, 2048), (2000, 3000, 4000), (4096, 4096, 4096),
                               (8192, 8192, 8192)], (torch.float16,))
         tune_matmul_stream_k([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,))
+    if "matmul_persistent" in args.what:  # one program per SM, loops flattened
+        shapes = [(2000, 3000, 1000), (1000, 1000, 1000), (2048, 2048, 2048),
+                  (3072, 3072, 3072), (4096, 4096, 4096), (8192, 8192, 8192),
+                  (4096, 12288, 4096), (2000, 3000, 4000)]
+        tune_matmul_stream_k(shapes, (torch.float16,), variants=PERSISTENT_VARIANTS)
+        tune_matmul_stream_k([(2000, 3000, 1000), (3072, 3072, 3072)], (torch.bfloat16,),
+                             variants=PERSISTENT_VARIANTS)
     if "matmul_stream_k_parts" in args.what:  # where stream-K's time goes
         tune_matmul_stream_k_parts([(2000, 3000, 1000), (2048, 2048, 2048), (8192, 8192, 8192)],
                                    (torch.float16,))
