@@ -2,7 +2,7 @@
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
     python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
-                                [--rounds 3] [--quick]
+                                [--lengths 1024 ...] [--rounds 3] [--quick]
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
 large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own bytes, timed
@@ -266,6 +266,8 @@ def main():
                         help="ops to run: add softmax matmul attention (default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
+    parser.add_argument("--lengths", nargs="*", type=int, choices=ATTENTION_LENGTHS,
+                        default=None, help="of attention's sequence lengths, only these")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"GPU-time rounds per shape, medians (default {ROUNDS})")
     args = parser.parse_args()
@@ -293,6 +295,7 @@ def main():
         matmul(shapes, dtypes("fp16", "bf16"), b_by_columns=True)
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
+        lengths = [n for n in lengths if args.lengths is None or n in args.lengths]
         attention(lengths, [64, 128], dtypes("fp16", "bf16"))
     TALLY.print()
 
