@@ -235,7 +235,11 @@ def attention(lengths, head_dims, dtypes):
                     unclean = set()
 
                     def backward_ms(name):
-                        ms, covered = queued_ms(calls[name])
+                        # Two of queued_ms's own rounds per turn (not its default five):
+                        # six in all per backend, and the fp16 half of the report stays
+                        # under ten minutes (it took more than 320 s for 22 of its 24
+                        # shapes with fifteen).
+                        ms, covered = queued_ms(calls[name], rounds=2)
                         if not covered:  # some rounds had the GPU wait for the host
                             unclean.add(name)
                         return ms
