@@ -236,9 +236,9 @@ def attention(lengths, head_dims, dtypes):
 
                     def backward_ms(name):
                         # Two of queued_ms's own rounds per turn (not its default five):
-                        # six in all per backend, and the fp16 half of the report stays
-                        # under ten minutes (it took more than 320 s for 22 of its 24
-                        # shapes with fifteen).
+                        # six in all per backend instead of fifteen. With fifteen the fp16
+                        # half of the report ran past 320 s before its last two shapes; this
+                        # is meant to fit one dtype in a ten-minute call (not yet timed).
                         ms, covered = queued_ms(calls[name], rounds=2)
                         if not covered:  # some rounds had the GPU wait for the host
                             unclean.add(name)
