@@ -204,6 +204,60 @@ def test_rejects_inplace_grad_on_a_leaf(device):
         cross_entropy(logits.requires_grad_(), target, inplace_grad=True)
 
 
+@pytest.mark.parametrize("shape,make_view", [
+    pytest.param((40,), lambda w: w.view(4, 10), id="view"),
+    pytest.param((4, 12), lambda w: w[:, :10], id="slice"),
+])
+def test_rejects_inplace_grad_on_a_view_of_a_leaf(shape, make_view, device):
+    # The kernel writes through a raw pointer: a view would let it overwrite a parameter.
+    weight = torch.randn(shape, device=device).requires_grad_()
+    target = torch.randint(0, 10, (4,), device=device)
+    with pytest.raises(ValueError, match="would overwrite a view of a leaf tensor"):
+        cross_entropy(make_view(weight), target, inplace_grad=True)
+    assert weight.grad is None
+
+
+def test_rejects_inplace_grad_on_rows_sharing_memory(device):
+    row = torch.randn(1, 50, device=device).requires_grad_()
+    target = torch.randint(0, 50, (4,), device=device)
+    with pytest.raises(ValueError, match="rows of logits that do not overlap"):
+        cross_entropy((row * 1).expand(4, 50), target, inplace_grad=True)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("masked", [
+    pytest.param("tail", id="padded_vocabulary"),
+    pytest.param("first_block", id="whole_first_block"),
+    pytest.param("scattered", id="scattered"),
+])
+def test_minus_infinity_logits_are_masked_classes(masked, label_smoothing, device, check):
+    # A vocabulary padded to a round size, its extra classes set to -inf: they get
+    # probability 0, as in torch, and a first block of only -inf must not give nan.
+    rows, vocab, block = 6, 300, 64
+    logits, _ = make_inputs(rows, vocab, torch.float32, device)
+    hidden = torch.zeros(vocab, dtype=torch.bool, device=device)
+    if masked == "tail":
+        hidden[-20:] = True
+    elif masked == "first_block":
+        hidden[:block + 5] = True
+    else:
+        hidden[torch.randperm(vocab, device=device)[:100]] = True
+    logits[:, hidden] = float("-inf")
+    visible = (~hidden).nonzero().flatten()
+    target = visible[torch.randint(0, visible.numel(), (rows,), device=device)]
+    options = dict(label_smoothing=label_smoothing, block_size=block)
+    loss, grad = ours_loss_and_grad(logits, target, torch.tensor(1.0, device=device),
+                                    **options)
+    expected, expected_grad = reference_loss_and_grad(
+        logits, target, torch.tensor(1.0, device=device), label_smoothing=label_smoothing)
+    if label_smoothing:  # -(eps / V) * sum(log p) over classes of log p = -inf: inf, as torch
+        assert torch.isinf(expected) and torch.isinf(loss)
+        return
+    check("cross_entropy", loss, expected, rtol=1e-5, name="loss")
+    check("cross_entropy(grad)", grad, expected_grad, rtol=1e-5, name="grad")
+    assert (grad[:, hidden] == 0).all()
+
+
 def test_rejects_wrong_device(wrong_device, device):
     logits, target = make_inputs(4, 10, torch.float32, device)
     with pytest.raises(ValueError, match="logits is on"):

@@ -80,7 +80,11 @@ def cross_entropy_forward_kernel(
         x = tl.load(logits_row + start + cols, mask=mask, other=-float("inf"))
         x = x.to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        # Logits may be -inf (masked-out classes, such as a vocabulary padded to a round
+        # size). While every logit so far is -inf, so is m_new, and x - m_new would be
+        # -inf - (-inf) = nan: subtract 0 instead, which gives the same zeros.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
         logit_sum += tl.sum(tl.where(mask, x, 0.0), axis=0)
     lse = m + tl.log(s)
@@ -88,7 +92,8 @@ def cross_entropy_forward_kernel(
     # -log p(target) with the target's weight 1 - eps, and -mean(log p) with weight eps.
     target_logit = tl.load(logits_row + target).to(tl.float32)
     loss = lse - (1.0 - label_smoothing) * target_logit
-    loss -= label_smoothing * logit_sum / num_classes
+    if label_smoothing != 0.0:  # else a -inf logit would make 0 * -inf = nan of the sum
+        loss -= label_smoothing * logit_sum / num_classes
     tl.store(loss_ptr + row, loss)
 
     if COMPUTE_GRAD:
@@ -225,6 +230,27 @@ class _CrossEntropy(torch.autograd.Function):
         return grad, None, None, None, None, None, None, None
 
 
+def check_inplace_target(logits: torch.Tensor) -> None:
+    """Raise a ValueError unless the gradient may be written over ``logits`` (2-D, stride 1
+    along the classes): not a leaf that requires grad nor a view of one (the kernel writes
+    through a raw pointer, so autograd would not stop it from overwriting a parameter), and
+    no two rows sharing memory (an expanded row would be written by every row's program)."""
+    base = logits if logits._base is None else logits._base
+    if base.is_leaf and base.requires_grad:
+        what = "a leaf tensor" if base is logits else "a view of a leaf tensor"
+        raise ValueError(
+            f"inplace_grad=True would overwrite {what} that requires grad; pass "
+            "inplace_grad=False, or logits computed from the leaf (e.g. x @ weight.T)"
+        )
+    rows, classes = logits.shape
+    if rows > 1 and logits.stride(0) < classes:
+        raise ValueError(
+            f"inplace_grad=True needs rows of logits that do not overlap in memory, got "
+            f"{classes} classes per row with rows {logits.stride(0)} elements apart; pass "
+            "inplace_grad=False"
+        )
+
+
 def cross_entropy(
     logits: torch.Tensor, target: torch.Tensor, *, ignore_index: int = -100,
     label_smoothing: float = 0.0, reduction: str = "mean", inplace_grad: bool = False,
@@ -276,11 +302,8 @@ def cross_entropy(
             f"[0, {num_classes}) or equal ignore_index ({ignore_index})"
         )
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
-    if inplace_grad and compute_grad and logits.is_leaf:
-        raise ValueError(
-            "inplace_grad=True would overwrite a leaf tensor that requires grad; pass "
-            "inplace_grad=False, or logits computed from the leaf (e.g. x @ weight.T)"
-        )
+    if inplace_grad and compute_grad:
+        check_inplace_target(logits)
     return _CrossEntropy.apply(
         logits, target, ignore_index, float(label_smoothing), reduction, compute_grad,
         inplace_grad, block_size,

@@ -5,8 +5,10 @@ Fused cross-entropy: the loss and its gradient in one kernel
 A language model ends with logits of shape rows x vocabulary (rows = batch x sequence
 positions) and a cross-entropy loss against the next token. With a vocabulary of 128256
 (Llama 3) the logits are the largest activation in the model, and the loss, written as
-PyTorch operations, keeps more tensors of that size alive until the backward. A fused
-kernel computes the loss and the gradient in one launch and keeps none of them.
+PyTorch operations, keeps one more tensor of that size (the log-softmax) until the
+backward, which makes two more. A fused kernel computes the loss and the gradient in one
+launch: it keeps one buffer of that size, for the gradient, or none beyond the logits
+when it may write the gradient over them.
 
 You will learn:
 
@@ -93,7 +95,10 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # One program per row. The first pass is an online log-sum-exp: ``m`` is the largest
 # logit seen so far and ``s`` the sum of ``exp(x - m)``; when a block brings a larger
 # maximum ``m'``, ``s`` is rescaled by ``exp(m - m')``. After the last block,
-# ``lse = m + log(s)`` and the loss of the row is ``lse - x[target]``.
+# ``lse = m + log(s)`` and the loss of the row is ``lse - x[target]``. Logits of
+# ``-inf`` (classes masked out, such as a vocabulary padded to a round size) are allowed:
+# while every logit seen so far is ``-inf``, so is ``m``, and ``x - m`` would be
+# ``-inf - (-inf)``, which is ``nan``; the kernel subtracts 0 instead (``shift``).
 #
 # With label smoothing ``eps`` the target distribution puts ``1 - eps`` on the target
 # and ``eps / V`` on every class, so the loss is
@@ -119,7 +124,10 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 #
 # Whether the incoming gradient is 1 is known only on the GPU. Asking from Python
 # (``torch.equal``, ``.item()``) would make the host wait for every kernel queued before
-# it; a small kernel asks on the GPU instead, and returns at once when the answer is yes:
+# it; a small kernel asks on the GPU instead, and returns at once when the answer is yes
+# (the forward does wait, twice, on small reductions over the targets: that every target
+# is a class index, as torch also checks, and how many rows are not ignored, the mean's
+# divisor):
 #
 # .. literalinclude:: /../triton_guide/cross_entropy.py
 #    :pyobject: scale_if_not_one_kernel
@@ -131,9 +139,11 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 #
 # ``inplace_grad=True`` passes the logits as the gradient buffer. The kernel reads every
 # block before writing it, so that is safe inside the kernel, but afterwards the logits
-# are gone: only use it when nothing else reads them (the launcher refuses a leaf
-# tensor, and bumps the logits' autograd version so that an operation that saved them
-# fails loudly in its backward instead of reading gradients).
+# are gone: only use it when nothing else reads them. The kernel writes through a raw
+# pointer, where autograd cannot see it, so the launcher refuses a leaf tensor and a view
+# of one (the gradient would overwrite a parameter) and logits whose rows share memory,
+# and bumps the logits' autograd version so that an operation that saved them fails
+# loudly in its backward instead of reading gradients.
 
 # %%
 # Check against PyTorch
@@ -195,9 +205,29 @@ print(f"logits after the in-place forward vs the float64 gradient: relative erro
 all_ignored = torch.full((4,), -100, device=device)
 small = torch.randn(4, 10, device=device)
 for reduction in ("mean", "sum"):
-    ours = cross_entropy(small, all_ignored, reduction=reduction).item()
+    leaf = small.clone().requires_grad_()
+    ours = cross_entropy(leaf * 1, all_ignored, reduction=reduction)
+    (grad,) = torch.autograd.grad(ours, leaf)
     theirs = F.cross_entropy(small, all_ignored, reduction=reduction).item()
-    print(f"all rows ignored, reduction={reduction!r}: ours {ours}, torch {theirs}")
+    print(f"all rows ignored, reduction={reduction!r}: ours {ours.item()}, torch {theirs}; "
+          f"every gradient entry 0: {bool((grad == 0).all())}")
+
+# %%
+# Masked classes: logits of ``-inf`` get probability 0 and gradient 0. Here classes at
+# both ends are masked, among them the whole first block the kernel reads:
+
+vocab_size, first_visible, last_visible, block = 300, 70, 255, 64
+masked = torch.ones(vocab_size, dtype=torch.bool, device=device)
+masked[first_visible:last_visible + 1] = False
+padded = torch.randn(4, vocab_size, device=device).masked_fill(masked, float("-inf"))
+visible_target = torch.randint(first_visible, last_visible + 1, (4,), device=device)
+leaf = padded.clone().requires_grad_()
+ours = cross_entropy(leaf * 1, visible_target, block_size=block)
+(grad,) = torch.autograd.grad(ours, leaf)
+theirs = F.cross_entropy(padded.double(), visible_target)
+print(f"{vocab_size} classes, -inf outside {first_visible}..{last_visible}, blocks of "
+      f"{block}: ours {ours.item():.6f}, torch (float64) {theirs.item():.6f}; gradient of "
+      f"the masked classes all 0: {bool((grad[:, masked] == 0).all())}")
 
 # %%
 # Time and peak memory at LLM sizes
