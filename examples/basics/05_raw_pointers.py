@@ -99,21 +99,32 @@ for n in (1, 17, BLOCK_SIZE + 1, runtime.pick(interpreter=10_007, gpu=10_000_019
 # Two things it cannot do, found by trying:
 #
 # * **Check the address.** A pointer to memory that is not mapped does not raise a
-#   Python exception: it kills the process. Run in a separate process, so that this
-#   page survives:
+#   Python exception: it kills the process. Run in a separate process, with
+#   ``TRITON_INTERPRET=1`` (so on a GPU machine too), so that this page survives. On a
+#   GPU machine the same call also runs natively, for comparison: there the GPU
+#   faults, and CUDA reports it as an error at the next synchronisation, after which
+#   the process can run nothing more on that GPU.
 
-crash = run_python(
+UNMAPPED = (
     "import torch\n"
     "from triton_guide.raw_pointers import solve\n"
     "solve(2**46, 2**46, 2**46, 1024)\n"
     "torch.cuda.synchronize() if torch.cuda.is_available() else None\n"
     "print('solve returned')\n"
 )
-segfault = " (signal 11, segmentation fault)" if crash.returncode == -11 else ""
-print(f"solve on an unmapped address: the process ended with return code "
-      f"{crash.returncode}{segfault}")
-last_lines = [line for line in crash.output.splitlines() if line.strip()][-2:]
-print("its last output lines:", last_lines if last_lines else "none")
+
+
+def how_it_ended(finished):
+    segfault = " (signal 11, segmentation fault)" if finished.returncode == -11 else ""
+    lines = [line for line in finished.output.splitlines() if line.strip()][-2:]
+    return (f"return code {finished.returncode}{segfault}; its last output lines: "
+            f"{lines if lines else 'none'}")
+
+
+print("TRITON_INTERPRET=1, solve on an unmapped address:",
+      how_it_ended(run_python(UNMAPPED, env={"TRITON_INTERPRET": "1"})))
+if not runtime.interpreting():
+    print("natively on the GPU, the same call:", how_it_ended(run_python(UNMAPPED)))
 
 # %%
 # * **Follow a GPU address.** Given tensors, the interpreter copies GPU tensors to the

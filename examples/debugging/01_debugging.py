@@ -226,24 +226,34 @@ print(f"no error raised; output {result.tolist()}")
 # With ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device
 # assert leaves the CUDA context unusable for the rest of the process:
 
-asserted = run_python(
+SQRT_OF_MINUS_ONE = (
     "import torch\n"
     "from triton_guide import runtime\n"
     "from triton_guide.debugging import checked_sqrt\n"
     "x = torch.tensor([4.0, -1.0, 9.0], device=runtime.device())\n"
     "print('output', checked_sqrt(x).tolist(), flush=True)\n"
-    "torch.cuda.synchronize() if torch.cuda.is_available() else None\n",
-    env={"TRITON_DEBUG": "1"},
+    "torch.cuda.synchronize() if torch.cuda.is_available() else None\n"
 )
-print(f"TRITON_DEBUG=1: return code {asserted.returncode}")
-for line in asserted.output.splitlines():
-    if "ssert" in line or line.startswith("output"):
-        print("   ", line.strip()[:160])
+
+
+def show(title, finished):
+    print(f"{title}: return code {finished.returncode}")
+    for line in finished.output.splitlines():
+        if "ssert" in line or line.startswith("output"):
+            print("   ", line.strip()[:160])
+
+
+show("TRITON_DEBUG=1" + (" (so, here, in the interpreter)" if runtime.interpreting() else ""),
+     run_python(SQRT_OF_MINUS_ONE, env={"TRITON_DEBUG": "1"}))
 
 # %%
 # Under the interpreter of this Triton version, ``tl.device_assert`` is skipped even
-# with ``TRITON_DEBUG=1``: the process above returns normally with a NaN. To check
-# values there, print them, or compare the output with the reference afterwards.
+# with ``TRITON_DEBUG=1``: the same process with ``TRITON_INTERPRET=1`` as well returns
+# normally with a NaN (on a GPU machine too). To check values there, print them, or
+# compare the output with the reference afterwards.
+
+show("TRITON_DEBUG=1 and TRITON_INTERPRET=1",
+     run_python(SQRT_OF_MINUS_ONE, env={"TRITON_DEBUG": "1", "TRITON_INTERPRET": "1"}))
 
 # %%
 # Reading the common compile errors
