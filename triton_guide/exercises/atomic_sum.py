@@ -12,7 +12,10 @@ Constraints:
   from inside the kernel: nothing makes program 0 run before the others (the interpreter
   runs the checker's launches in reverse order, to show it).
 * Plain ``tl.store`` of a partial sum is a race: the programs would overwrite each other.
-  Atomic float additions happen in no fixed order, so the result may differ from run to
+  So is ``tl.load`` of ``out``, an addition and ``tl.store``: another program can store
+  between one program's load and its store, and that addition is lost. (The interpreter
+  runs one program at a time, so the sum would come out right there; the checker reports
+  an element that one program stores and another touches as a race.) Atomic float additions happen in no fixed order, so the result may differ from run to
   run in the last bits; the checker allows for that.
 
 ``solve(x, out, n)`` prepares ``out``, launches the kernel and returns nothing.
@@ -68,5 +71,11 @@ MISTAKES = [
             "    tl.atomic_add(out_ptr, tl.sum(x, axis=0))\n\n\n"
             "def solve(x: torch.Tensor, out: torch.Tensor, n: int):\n",
             "larger_than_one_block",
+            needs_interpreter=True),
+    Mistake("load_add_store", "each program loads out, adds its partial sum and stores it "
+            "back: on a GPU a program storing in between loses its addition",
+            "tl.atomic_add(out_ptr, tl.sum(x, axis=0))",
+            "tl.store(out_ptr, tl.load(out_ptr) + tl.sum(x, axis=0))",
+            "larger_than_one_block", reported="race on 1 element of out",
             needs_interpreter=True),
 ]

@@ -16,15 +16,17 @@ In the Triton interpreter (no GPU) the checker also sees every address a kernel 
 (:mod:`triton_guide.exercises.watch`): an access off the elements of the tensors, even one
 whose value is thrown away, fails the case, and an access far outside every tensor is
 switched off before it happens, so that no kernel can scribble on the checker's own
-memory. The masked-off lanes of a load without ``other=`` read NaN, the programs of a
-launch run in reverse order, and a copy of an input (``x.contiguous()``) is noticed because
-the kernels never read the input itself.
+memory. The masked-off lanes of a load without ``other=`` read NaN (and, in further runs of
+a case that passed, ``3e38`` and ``-3e38``, which a maximum or a minimum does not skip),
+the programs of a launch run in reverse order, an element one program stores and another
+touches in the same launch is reported as a race, and a copy of an input
+(``x.contiguous()``) is noticed because the kernels never read the input itself.
 
 On a GPU the checker sees only what lands in memory: a store past the end shows in the
 output's margins, and an unmasked load past an input's end reads its margin, filled first
 with NaN and then, in a second run of the case, with ``3e38`` (a maximum ignores NaN). A
-load whose value is thrown away, a load without ``other=``, a copy of an input, and the
-order of the programs are not checked there.
+load whose value is thrown away, a load without ``other=``, a copy of an input, races, and
+the order of the programs are not checked there.
 
 A report names every case with PASS or FAIL as it finishes and, for the first failing one,
 the arguments (shapes, strides, scalars) and the first wrong positions with the expected
@@ -160,6 +162,7 @@ class CaseResult:
     passed: bool
     summary: str  # one line
     details: list[str] = field(default_factory=list)  # shown for the first failing case
+    undefined_read: bool = False  # a load without other= had masked-off lanes (interpreter)
 
 
 @dataclass
@@ -266,6 +269,14 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
         emit(line)
     for case in cases:
         result = _run_case(exercise, solve, case, INPUT_MARGIN_BITS)
+        for fill in UNDEFINED_FILLS if result.passed and result.undefined_read else ():
+            again = _run_case(exercise, solve, case, INPUT_MARGIN_BITS, undefined=fill)
+            if not again.passed:
+                again.details.insert(0, f"With the masked-off lanes of loads without other= "
+                                        f"reading {fill:g} instead of NaN (which tl.max and "
+                                        "tl.min skip): does a masked load need other=?")
+                result = again
+                break
         if result.passed and not WATCH_MEMORY:
             again = _run_case(exercise, solve, case, LARGE_MARGIN_FILL)
             if not again.passed:
@@ -355,6 +366,22 @@ _STRAY_HINTS = {
 }
 
 
+def _lines_in(filename: str | None, error: BaseException) -> list[str]:
+    """The lines of ``filename`` (the reader's file) in the tracebacks of ``error`` and of
+    the exceptions it was raised from: the interpreter raises its own error from the one
+    a kernel line raised, and the end of the traceback shows only Triton's frames."""
+    if filename is None:
+        return []
+    lines, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        for frame in traceback.extract_tb(error.__traceback__):
+            if frame.filename == filename:
+                lines.append(f"  {Path(filename).name}, line {frame.lineno}: {frame.line}")
+        error = error.__cause__ or error.__context__
+    return list(dict.fromkeys(lines))
+
+
 def _stray_result(case: Case, strays) -> CaseResult:
     described = []
     for verb, where, name, count in strays:
@@ -366,7 +393,22 @@ def _stray_result(case: Case, strays) -> CaseResult:
     return CaseResult(case, False, summary, details)
 
 
-def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int) -> CaseResult:
+# What the masked-off lanes of a load without other= read in the further runs of a case
+# (interpreter only): on a GPU they hold whatever the registers held, and NaN hides that
+# from a maximum or a minimum.
+UNDEFINED_FILLS = (3e38, -3e38)
+
+# What a race on an element means, for the report.
+_RACE_HINT = ("Programs run in no set order on a GPU: an element that one program stores "
+              "and another reads, stores or adds into in the same launch can end up with "
+              "either's value, or lose an update (a load, an add and a store into a shared "
+              "total loses the additions of programs in between). Give every element one "
+              "program that stores it, or update shared elements only with tl.atomic_* "
+              "(after zeroing them before the launch, not from a program).")
+
+
+def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
+              undefined: float | None = None) -> CaseResult:
     device = runtime.device()
     output_name = case.output_name
     placed: dict[str, _Placed] = {}
@@ -386,7 +428,7 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int) -
                for name, p in placed.items()]
 
     returned, error = None, None
-    with Watch(regions, memory=WATCH_MEMORY) as watch:
+    with Watch(regions, memory=WATCH_MEMORY, undefined=undefined) as watch:
         try:
             with warnings.catch_warnings():
                 # The interpreter computes with numpy, which warns on overflow (a wrong
@@ -403,11 +445,19 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int) -
     strays = watch.strays()
     if strays:
         return _stray_result(case, strays)
+    races = watch.races()
+    if races:
+        described = [f"{_count(count, 'element')} of {name}" for name, count in races]
+        return CaseResult(case, False, f"race on {' and '.join(described)}", [
+            f"solve: {' and '.join(described)} stored by one program with tl.store and "
+            "read, stored or updated by another in the same launch", _RACE_HINT])
     if error is not None:
         message = str(error).strip().splitlines()
         first_line = message[-1] if message else ""
+        yours = _lines_in(getattr(getattr(solve, "__code__", None), "co_filename", None), error)
+        where = ["where in your file:", *yours] if yours else []
         return CaseResult(case, False, f"solve raised {type(error).__name__}: {first_line}"[:160],
-                          ["the end of the traceback:", *tail])
+                          [*where, "the end of the traceback:", *tail])
 
     # Stores past either end of the output: the classic missing mask.
     before, after = _margin_writes(placed[output_name])
@@ -436,7 +486,7 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int) -
     broken = _broken_constraint(case, watch, regions)
     if broken is not None:
         return broken
-    return CaseResult(case, True, case.shapes())
+    return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read)
 
 
 def _compare(exercise, case: Case, output: torch.Tensor, returned,

@@ -66,4 +66,11 @@ MISTAKES = [
             "past the end of x, and a NaN read there loses every maximum it meets",
             'tile = tl.load(pointers, mask=mask, other=-float("inf"))',
             "tile = tl.load(pointers)", "n=1", reported="past the end of x"),
+    Mistake("mask_without_other", "the tile is masked but has no other=: on a GPU the "
+            "masked-off lanes hold whatever the registers held, and can win the maximum "
+            "(the interpreter reads NaN there, which tl.max skips, so the checker runs the "
+            "case again with 3e38 in those lanes)",
+            'tile = tl.load(pointers, mask=mask, other=-float("inf"))',
+            "tile = tl.load(pointers, mask=mask)", "n=1",
+            reported="does a masked load need other=", needs_interpreter=True),
 ]

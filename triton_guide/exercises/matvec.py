@@ -73,4 +73,8 @@ MISTAKES = [
             "mask=row_mask[:, None] & k_mask[None, :], other=0.0",
             "mask=k_mask[None, :], other=0.0", "n=1", reported="past the end of a",
             needs_interpreter=True),
+    Mistake("x_as_a_column", "x is broadcast as a column, (BLOCK_K, 1), against a tile of "
+            "(BLOCK_M, BLOCK_K): the shapes do not combine, and the report names the line",
+            "tile * x[None, :]", "tile * x[:, None]", "n=1",
+            reported=": total += tl.sum(tile * x[:, None], axis=1)", needs_interpreter=True),
 ]

@@ -15,7 +15,12 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
   margin, or in a gap of a strided view) is counted too, so an unmasked load is caught
   even when its value is thrown away or lost in a maximum (``tl.max`` ignores NaN);
 * the masked-off lanes of a load without ``other=`` read NaN, not the interpreter's 0: on a
-  GPU they hold whatever was in the registers;
+  GPU they hold whatever was in the registers (the checker runs a case again with
+  ``+-3e38`` there when NaN passed, since ``tl.max`` and ``tl.min`` skip a NaN);
+* an element that one program stores with a plain ``tl.store`` and another program of the
+  same launch also reads, stores or updates atomically is a race: a GPU runs programs in
+  no set order, so the result depends on which comes first (a load, an add and a store
+  into a shared total, say, loses the other programs' additions);
 * the programs of a launch run in reverse order: a GPU promises no order, and a kernel that
   relies on program 0 running first (to zero an output, say) then fails;
 * reads of chosen tensors are counted per element, for exercises that allow one pass.
@@ -63,6 +68,20 @@ class Region:
         self.reads = np.zeros(buffer.numel(), np.int64) if count_reads else None
         # "read" / "wrote" -> the words off the elements that kernels touched.
         self.strays = {verb: np.zeros(buffer.numel(), bool) for verb in ("read", "wrote")}
+        # Within one launch: the first program that touched each word, whether another
+        # program touched it too, and whether any stored into it without an atomic.
+        self.toucher = np.full(buffer.numel(), -1, np.int64)
+        self.shared = np.zeros(buffer.numel(), bool)
+        self.plain_store = np.zeros(buffer.numel(), bool)
+        self.races = np.zeros(buffer.numel(), bool)  # over every launch so far
+
+    def new_launch(self) -> None:
+        self.toucher.fill(-1)
+        self.shared.fill(False)
+        self.plain_store.fill(False)
+
+    def end_launch(self) -> None:
+        self.races |= self.shared & self.plain_store
 
     def where(self, words: np.ndarray) -> Counter:
         """How many of ``words`` (none of them elements) lie before, after and between."""
@@ -95,9 +114,14 @@ class Watch:
     kernel is allowed as a whole, and not watched further.
     """
 
-    def __init__(self, regions: list[Region], *, memory: bool):
+    def __init__(self, regions: list[Region], *, memory: bool, undefined: float | None = None):
         self.regions = regions
         self.memory = memory
+        # What the masked-off lanes of a float load without other= read: None for the NaN
+        # of UNDEFINED_BITS, else this value.
+        self.undefined = undefined
+        self.undefined_read = False  # whether a load had such lanes
+        self.program = 0  # the program of the launch now running, numbered from 0
         self.launches: list[Launch] = []
         self.outside: dict[str, set[int]] = {"read": set(), "wrote": set()}
         self._own: list[tuple[int, int]] = []  # byte ranges of solve's own tensors
@@ -118,6 +142,11 @@ class Watch:
                     if count:
                         found.append((verb, where, region.name, count))
         return found
+
+    def races(self) -> list[tuple[str, int]]:
+        """``(name, count)`` for every tensor with elements that programs raced on."""
+        return [(region.name, int(region.races.sum())) for region in self.regions
+                if region.races.any()]
 
     # -- patching -------------------------------------------------------------------------
 
@@ -173,7 +202,13 @@ class Watch:
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
-        return original(function, *args, grid=grid, warmup=warmup, **kwargs)
+            for region in self.regions:
+                region.new_launch()
+        result = original(function, *args, grid=grid, warmup=warmup, **kwargs)
+        if not warmup:
+            for region in self.regions:
+                region.end_launch()
+        return result
 
     def _allow(self, tensor: torch.Tensor):
         storage = tensor.untyped_storage()
@@ -186,12 +221,15 @@ class Watch:
         from triton.runtime.interpreter import interpreter_builder
 
         nx, ny, nz = interpreter_builder.grid_dim
+        self.program = x + nx * (y + ny * z)
         return original(nx - 1 - x, ny - 1 - y, nz - 1 - z)
 
     # -- memory ---------------------------------------------------------------------------
 
-    def _check(self, addresses: np.ndarray, mask: np.ndarray | None, verb: str) -> np.ndarray:
-        """The lanes of ``mask`` whose addresses are safe to access; strays are recorded."""
+    def _check(self, addresses: np.ndarray, mask: np.ndarray | None, verb: str,
+               plain_store: bool = False) -> np.ndarray:
+        """The lanes of ``mask`` whose addresses are safe to access; strays are recorded, and
+        which program touched which element (``plain_store``: a tl.store, not an atomic)."""
         lanes = np.ones(addresses.shape, bool) if mask is None else \
             np.broadcast_to(mask, addresses.shape).copy()
         wanted = addresses[lanes].astype(np.uint64)
@@ -208,6 +246,12 @@ class Watch:
             words = words.astype(np.int64)
             element = region.is_element[words]
             region.strays[verb][words[~element]] = True
+            touched = words[element]
+            first = region.toucher[touched]
+            region.shared[touched] |= (first >= 0) & (first != self.program)
+            region.toucher[touched] = np.where(first < 0, self.program, first)
+            if plain_store:
+                region.plain_store[touched] = True
             if verb == "wrote" and element.any():
                 region.written = True
             if verb == "read" and element.any():
@@ -228,15 +272,20 @@ class Watch:
         element_type = ptrs.get_element_ty()
         dtype = _get_np_dtype(element_type)
         if other is None and np.issubdtype(dtype, np.floating):
-            fill = np.array([UNDEFINED_BITS], np.uint32).view(np.float32) \
-                if dtype == np.float32 else np.array([np.nan])
+            if self.undefined is not None:
+                fill = np.array([self.undefined])
+            elif dtype == np.float32:
+                fill = np.array([UNDEFINED_BITS], np.uint32).view(np.float32)
+            else:
+                fill = np.array([np.nan])
+            self.undefined_read |= not lanes.all()
             other = TensorHandle(np.full(ptrs.data.shape, fill[0], dtype), element_type)
         return original(ptrs, TensorHandle(lanes, mask.dtype), other, *options)
 
     def _store(self, original, ptrs, value, mask, *options):
         from triton.runtime.interpreter import TensorHandle
 
-        lanes = self._check(ptrs.data, mask.data, "wrote")
+        lanes = self._check(ptrs.data, mask.data, "wrote", plain_store=True)
         return original(ptrs, value, TensorHandle(lanes, mask.dtype), *options)
 
     def _atomic_rmw(self, original, op, ptr, val, mask, sem, scope):
