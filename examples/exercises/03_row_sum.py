@@ -6,7 +6,10 @@ One program per row, with :ref:`the grid
 <sphx_glr_auto_examples_basics_02_grid_math.py>` that follows, and a loop: a row can be
 longer than any block a program holds, so it is summed a block at a time. The matrix may
 be a strided view, as in :ref:`the 2D lesson
-<sphx_glr_auto_examples_basics_03_broadcasting_2d.py>`.
+<sphx_glr_auto_examples_basics_03_broadcasting_2d.py>`. The loop, ``tl.sum`` and a
+masked load's ``other=0.0`` are taught later, on :ref:`the reductions page
+<sphx_glr_auto_examples_core_kernels_05_reductions.py>` (its ``program_sum``); read
+that first if they are new to you.
 
 .. automodule:: triton_guide.exercises.row_sum
    :no-index:
