@@ -117,10 +117,14 @@ print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
 # %%
 # Bandwidth
 # ---------
-# A transpose reads and writes every element once, like a copy; but one side is always read
-# or written down a column, so it is a test of how well the tile shape keeps memory accesses
-# contiguous. Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a plain copy of the
-# same number of bytes, measured in the same run.
+# A transpose reads and writes every element once, like a copy; but what is a row on one
+# side is a column on the other, so an element-by-element transpose reads or writes down
+# columns, touching a new 32-byte sector for every 4-byte value. A tile avoids that:
+# Triton loads the tile along the input's rows, and stores it along the output's rows,
+# moving it between the two arrangements through the SM's shared memory on the way. (The
+# performance-habits page walks a matrix down its columns on purpose, with no tile to
+# rearrange, to show the cost.) Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a
+# device-to-device copy of 1 GiB, measured in the same run.
 
 sizes = [512, 1024, 2048, 4096, 8192]
 
@@ -143,19 +147,16 @@ results.plot()
 results.summary(ratios=[("triton_guide", "torch")])
 
 # %%
-# The smallest sizes time the launch
-# ----------------------------------
+# The smallest sizes time more than the kernel
+# ----------------------------------------------
 # Compare the two at the large sizes only. A rate is bytes over the time of one call,
-# and the time of one call is more than the kernel's when the kernel is short.
-# ``do_bench`` queues an L2 flush, an event, the call and another event; the call
-# first runs Python on the host (argument checks, the output's allocation, Triton's
-# launch path), and when that takes longer than the GPU needs for the flush queued
-# ahead of it, the GPU waits, and the wait lands between the two events.
-# ``benchmarks/NOTES.md`` found the package's launchers several times slower per call
-# on the host of the H100 recording than on the H200's, and ``x.t().contiguous()``
-# runs far less Python than ``transpose``. The time per call, worked back from each
-# rate, shows it: where a call takes at least as long as a call at a larger size,
-# which moves four or more times the bytes, the kernel cannot be all that was timed.
+# and a call costs some time whatever its size: the launch, starting the programs,
+# and the host's Python when it is slower than the GPU (``do_bench`` queues an L2 flush,
+# an event, the call and another event, and if the call's Python outlasts the flush the
+# GPU waits between the events). Each size here moves four times the bytes of the one
+# before, so where a call takes much less than four times as long as the call before,
+# those fixed costs are a large part of the smaller call. The times per call, worked back
+# from each rate, and how much each grows from one size to the next:
 
 for run in results:
     print(f"{run.gpu}: microseconds per call (2 x 4 x n^2 bytes / rate)")
@@ -163,11 +164,9 @@ for run in results:
     for name in run.series:
         micros = [us_per_call(2 * 4 * n * n, rate) for n, rate in zip(run.xs, run[name])]
         print(f"{name:>14}" + "".join(f"{t:>9.1f}" for t in micros))
-        slower = [f"{n:,}" for i, n in enumerate(run.xs)
-                  if any(micros[i] >= later for later in micros[i + 1:])]
-        if slower:
-            print(f"{'':>14}  {name} at n = {', '.join(slower)}: no faster than at a "
-                  "larger n")
+        growth = [f"{later / earlier:.1f}x" for earlier, later in zip(micros, micros[1:])]
+        print(f"{'':>14}  {name}, each size's time over the one before's (4x the bytes): "
+              + ", ".join(growth))
 
 # %%
 # Takeaways

@@ -238,15 +238,23 @@ replayed = {
     float(np.add.accumulate(partial_values[generator.permutation(num_programs)])[-1])
     for _ in range(orderings)
 }
+spread = max(replayed) - min(replayed)
+total = float(np.float32(max(replayed, key=abs)))
+step = float(np.spacing(np.float32(abs(total))))  # one float32 step (ulp) at the sum's size
+default_tolerance = 1e-5 + 1.3e-6 * abs(total)  # assert_close's float32 atol + rtol * |sum|
 print(f"{num_programs} partial sums added in {orderings} random orders "
       "(as atomics do): "
-      f"{len(replayed)} distinct results, spread {max(replayed) - min(replayed):.2e}")
+      f"{len(replayed)} distinct results, spread {spread:.2e}: {spread / step:.0f} float32 "
+      f"steps at a sum of {total:.1f}, {spread / default_tolerance:.2f}x "
+      "torch.testing.assert_close's default float32 tolerance there")
 
 # %%
-# The differences sit in the last bits, well inside any tolerance on this sum. They
-# matter elsewhere: a training run that must repeat bit for bit, or a test that compares
-# two runs for equality, needs the two-stage kernel (PyTorch's
-# ``torch.use_deterministic_algorithms`` exists for the same reason).
+# How far apart the results are depends on the values and on how many partial sums
+# there are; the line above puts it in float32 steps at the size of the sum, and
+# against the tolerance a test with torch's defaults would allow. Whatever its size, a
+# training run that must repeat bit for bit, or a test that compares two runs for
+# equality, needs the two-stage kernel (PyTorch's ``torch.use_deterministic_algorithms``
+# exists for the same reason).
 
 # %%
 # Speed against torch.sum
@@ -280,23 +288,25 @@ results = bench.sweep(
 results.plot()
 results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
 for run in results:
-    print(f"{run.gpu}, two_stage / atomic / torch.sum time per call:")
+    print(f"{run.gpu}, two_stage / atomic / torch.sum time per call, and two_stage minus "
+          "atomic:")
     for i, size in enumerate(run.xs):
         times = [us_per_call(4 * size, run[name][i])
                  for name in ("two_stage", "atomic", "torch.sum")]
         print(f"  n = 2^{size.bit_length() - 1}: " + " / ".join(f"{t:,.0f}" for t in times)
-              + " us")
+              + f" us; {times[0] - times[1]:+,.0f} us")
 
 # %%
-# At the smallest size the vector is 256 KiB, which the GPU reads in well under a
-# microsecond, so fixed costs set the time there more than reading does: launches
-# (``vector_sum`` zeroes its output, then launches one Triton kernel for the atomic sum,
-# two for the two-stage one) and how each sum splits the work. The times above show
-# where that regime ends on each GPU: as long as a call's time hardly grows with n, it
-# is not the reading that is timed. Only where it grows with n do the three compare as
-# sums. Where the two-stage sum takes much longer than the atomic one at the same small
-# n, the extra launch alone does not explain it (the gap is not the same at every size);
-# this page does not time the two stages apart, so those points stay unexplained here.
+# At the smallest size the vector is a quarter of a MiB (``4 * n`` bytes), which the GPU
+# reads in far less time than the calls above take, so fixed costs set the time there
+# more than reading does: ``vector_sum`` zeroes its output, then launches one Triton
+# kernel for the atomic sum and two for the two-stage one, each through Python on the
+# host, and the timing (one call as a program makes it) includes that host time. The
+# times show where that regime ends on each GPU: as long as a call's time hardly grows
+# with n, it is not the reading that is timed. Only where it grows with n do the three
+# compare as sums. The last column is the two-stage sum's extra time: where it holds
+# roughly constant across the small sizes, that is the cost of its second launch, paid
+# on the host; it shrinks where the GPU's own time grows.
 
 # %%
 # Takeaways

@@ -259,12 +259,14 @@ def benchmark(direction, make, trips):
                      if mine >= theirs]
             print(f"{run.gpu}, {direction}, {ours} at least as fast as torch at hidden: "
                   + (", ".join(map(str, level)) if level else "no size measured"))
-        small = run.xs.index(min(run.xs))
-        nbytes = trips * ROWS * run.xs[small] * 2
-        print(f"{run.gpu}, {direction}, hidden {run.xs[small]}: one call takes "
-              f"{us_per_call(nbytes, run['rms_norm'][small]):.0f} us (rms_norm) against "
-              f"{us_per_call(nbytes, run['torch rms_norm'][small]):.0f} us (torch) and "
-              f"{us_per_call(nbytes, run[COPY][small]):.0f} us for the copy")
+        times = []
+        for i, x in enumerate(run.xs):
+            nbytes = trips * ROWS * x * 2
+            times.append(f"{x}: " + " / ".join(
+                f"{us_per_call(nbytes, run[name][i]):.0f}"
+                for name in ("rms_norm", "torch rms_norm", COPY)))
+        print(f"{run.gpu}, {direction}, microseconds per call, rms_norm / torch rms_norm / "
+              f"copy, by hidden size: {'; '.join(times)}")
 
 
 # %%
@@ -278,29 +280,27 @@ benchmark("forward", forward, trips=2)
 benchmark("backward", backward, trips=3)
 
 # %%
-# Read the ratios by size. Where a call moves a few megabytes, which the GPU does in a
-# few microseconds (the same-bytes copy's time, printed above for the smallest size),
-# our calls take far longer, and the times vary from size to size and from GPU to GPU:
-# that is what a call bound by the host looks like. Every call of ``rms_norm`` runs
-# Python before its kernel is queued (argument checks, the autograd wrapper, Triton's
-# launcher binding and specialising its arguments; the backward launches two kernels,
-# three with a bias, each through that path), several times what PyTorch's C++ dispatch
-# costs, and meanwhile the GPU waits. Where the data is large enough for the GPU time to
-# dominate, the ratios are the kernels' own. Keeping the host cost small is the
-# launcher's job (a compiled launch cached per shape, CUDA graphs for a whole step);
-# this page's kernels do not address it. The lines "at least as fast as torch at
-# hidden" above say, for each op and GPU, where ours draws level with torch; where they
-# say no size, torch is ahead everywhere measured.
+# Read the ratios by size next to the times per call printed last. At the small sizes
+# the copy of the same bytes takes microseconds, while our calls take far longer and
+# about as long at one size as at the next: that is what a call bound by the host looks
+# like. Every call of ``rms_norm`` runs Python before its kernel is queued (argument
+# checks, the autograd wrapper, the launch; the backward launches two kernels, three
+# with a bias), and meanwhile the GPU waits. These sweeps time one call as a program
+# makes it, so that host time is in every number above; the matmul page shows how to
+# time the GPU alone. The lines "at least as fast as torch at hidden" say, for each op
+# and GPU, where ours draws level with torch; where they say no size, torch is ahead
+# everywhere measured.
 #
-# The largest size is not host-bound: one backward call there moves hundreds of
-# megabytes and takes hundreds of microseconds. The forward reaches most of the
-# same-bytes copy there; the backward reaches a third to a half of the copy (the rows
-# ending in ``/ ceiling`` in the summaries above), and torch's own backward is no
-# closer. That is the backward kernel: each program walks its share of rows one at a
-# time, and each row's sums across the row (one for RMSNorm, two for LayerNorm) must
-# finish before its ``dx`` can be written, so few bytes are in flight on each SM. Giving
-# every program several rows per step is the next change it needs; it has not been made
-# yet.
+# At the largest sizes, read the times per call the same way. Where ours has grown well
+# past the small sizes' time, the GPU's work dominates and the ratio is the kernel's;
+# where it has not (compare the GPUs: the faster one spends less time on the same bytes,
+# so the host can still set its pace), the number says little about the kernel. Where
+# the GPU's work does dominate, the backward reaches less of the copy than the forward.
+# A likely reason, not measured on this page: each program of the backward walks its
+# share of rows one at a time, and each row's sums across the row (one for RMSNorm, two
+# for LayerNorm) must finish before its ``dx`` can be written, so few bytes are in flight
+# on each SM. Giving every program several rows per step is the change to try; it has
+# not been made yet.
 
 # %%
 # Takeaways
