@@ -5,7 +5,8 @@ Write a kernel that takes the maximum of every column of an ``M x N`` matrix.
 Constraints:
 
 * ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view: use
-  ``x.stride(0)`` and ``x.stride(1)``. ``1 <= M, N <= 10**5``.
+  ``x.stride(0)`` and ``x.stride(1)``. ``1 <= M, N <= 10**5``, and every element's offset
+  ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31`` (int32 offsets reach it).
 * Each program owns a block of columns and walks down the rows a tile at a time. Lanes
   outside the matrix must not win the maximum: load them as ``-inf`` (``other=``), not 0,
   or a column of negative numbers comes out as 0.

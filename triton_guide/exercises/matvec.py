@@ -6,7 +6,8 @@ Constraints:
 
 * ``a`` is a float32 matrix of shape ``(M, K)``, possibly a non-contiguous view: use
   ``a.stride(0)`` and ``a.stride(1)``. ``x`` is a contiguous float32 vector of ``K``
-  elements; ``out`` a contiguous float32 vector of ``M``. ``1 <= M, K <= 10**5``.
+  elements; ``out`` a contiguous float32 vector of ``M``. ``1 <= M, K <= 10**5``, and
+  every element's offset in ``a`` is below ``2**31`` (int32 offsets reach it).
 * Each program owns ``BLOCK_M`` rows and walks along ``K`` a ``(BLOCK_M, BLOCK_K)`` tile at a
   time: multiply the tile by the matching piece of ``x`` broadcast over the rows, and sum
   along ``axis=1``. Accumulate in float32.

@@ -8,7 +8,8 @@ Constraints:
 
 * ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view (use its
   strides); ``out`` is a contiguous float32 vector of ``M``. ``1 <= M <= 10**5``,
-  ``1 <= N <= 10**6``: a row does not fit in one block.
+  ``1 <= N <= 10**6``: a row does not fit in one block. Every element's offset is below
+  ``2**31`` (int32 offsets reach it).
 * ``logsumexp(x) = m + log(sum exp(x - m))`` for the row maximum ``m``; values reach
   ``|x| = 10**4``, so the shift is needed both ways (``exp(10**4)`` overflows,
   ``exp(-10**4)`` underflows to 0 and ``log(0) = -inf``).

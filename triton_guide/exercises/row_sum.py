@@ -9,7 +9,9 @@ Constraints:
   ``x_ptr + i * x.stride(0) + j * x.stride(1)``; never assume ``x.stride(0) == N``, and
   pass ``x`` itself, not a contiguous copy (the interpreter notices a copy).
 * ``1 <= M <= 10**5`` and ``1 <= N <= 10**6``: a row may be longer than any block you can
-  hold, so each program walks its row block by block and adds as it goes.
+  hold, so each program walks its row block by block and adds as it goes. Every
+  element's offset ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31``, so int32
+  offsets reach it (past that, see the common-mistakes page on 64-bit offsets).
 * ``out`` is a contiguous float32 vector of ``M`` elements. Accumulate in float32.
 * Load the masked-off lanes with ``other=0.0``: without ``other=`` they are undefined on a
   GPU (the checker's interpreter runs make them NaN).
