@@ -241,3 +241,28 @@ def test_cli_prints_stub_and_solution(capsys):
     main(["solution", "relu"])
     solution = capsys.readouterr().out
     assert stub == get("relu").stub_path.read_text() and "tl.store" in solution
+
+
+def test_a_lost_cuda_context_stops_the_check():
+    # After an illegal address the GPU refuses every later launch of the process: the
+    # checker stops at the first case and says why, instead of failing every case alike.
+    calls = []
+
+    def solve(x, y, out, alpha, n):
+        calls.append(n)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\n"
+                           "CUDA kernel errors might be asynchronously reported")
+
+    report = check(get("scaled_add"), solve, seed=0)
+    assert len(calls) == 1 and len(report.results) == 1, report.text()
+    assert "CUDA error: an illegal memory access" in report.results[0].summary
+    assert "were not run" in report.text() and not report.passed
+
+
+def test_another_error_does_not_stop_the_check():
+    def solve(x, y, out, alpha, n):
+        raise RuntimeError("something else went wrong")
+
+    report = check(get("scaled_add"), solve, seed=0)
+    assert len(report.results) == len(get("scaled_add").cases(torch.Generator())), report.text()
+    assert "were not run" not in report.text()

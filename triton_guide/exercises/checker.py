@@ -163,6 +163,7 @@ class CaseResult:
     summary: str  # one line
     details: list[str] = field(default_factory=list)  # shown for the first failing case
     undefined_read: bool = False  # a load without other= had masked-off lanes (interpreter)
+    error: str = ""  # what solve raised, whole, if it raised
 
 
 @dataclass
@@ -174,6 +175,7 @@ class Report:
     cases: int  # how many cases the exercise has
     width: int  # the longest case name
     results: list[CaseResult] = field(default_factory=list)
+    stopped: str = ""  # why the cases after the last result were not run, if they were not
 
     @property
     def passed(self) -> bool:
@@ -203,6 +205,8 @@ class Report:
             lines.append(f"first failing case: {first.case.name} ({first.case.why})")
             lines.append(f"  arguments: {first.case.describe()}")
             lines.extend(f"  {line}" for line in first.details)
+        if self.stopped:
+            lines.append(self.stopped)
         total, failed = len(self.results), len(self.failed_cases)
         lines.append(f"all {total} cases pass" if self.passed else
                      f"FAILED: {failed} of {total} cases fail (first: {first.case.name})")
@@ -286,6 +290,14 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
                 result = again
         report.results.append(result)
         emit(report.line(result))
+        left = len(cases) - len(report.results)
+        if left and any(sign in result.error for sign in CONTEXT_LOST):
+            report.stopped = (
+                f"The GPU reported an error that leaves this process's CUDA context unusable, "
+                f"so the other {_count(left, 'case')} were not run (each would report the "
+                "same error). Check again in a new process; in the interpreter "
+                "(TRITON_INTERPRET=1) the checker names the access that went astray.")
+            break
     for line in report.footer():
         emit(line)
     return report
@@ -393,6 +405,10 @@ def _stray_result(case: Case, strays) -> CaseResult:
     return CaseResult(case, False, summary, details)
 
 
+# What CUDA says of an error after which the process can launch nothing more on the GPU.
+CONTEXT_LOST = ("illegal memory access", "illegal address", "unspecified launch failure",
+                "device-side assert triggered", "misaligned address")
+
 # What the masked-off lanes of a load without other= read in the further runs of a case
 # (interpreter only): on a GPU they hold whatever the registers held, and NaN hides that
 # from a maximum or a minimum.
@@ -453,11 +469,13 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
             "read, stored or updated by another in the same launch", _RACE_HINT])
     if error is not None:
         message = str(error).strip().splitlines()
-        first_line = message[-1] if message else ""
+        # The interpreter's message ends with the cause; CUDA's starts with it.
+        first_line = (message[0] if message and message[0].startswith("CUDA error")
+                      else message[-1] if message else "")
         yours = _lines_in(getattr(getattr(solve, "__code__", None), "co_filename", None), error)
         where = ["where in your file:", *yours] if yours else []
         return CaseResult(case, False, f"solve raised {type(error).__name__}: {first_line}"[:160],
-                          [*where, "the end of the traceback:", *tail])
+                          [*where, "the end of the traceback:", *tail], error=str(error))
 
     # Stores past either end of the output: the classic missing mask.
     before, after = _margin_writes(placed[output_name])
