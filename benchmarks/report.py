@@ -235,11 +235,13 @@ def attention(lengths, head_dims, dtypes):
                     unclean = set()
 
                     def backward_ms(name):
-                        # Two of queued_ms's own rounds per turn (not its default five):
-                        # six in all per backend instead of fifteen. With fifteen the fp16
-                        # half of the report ran past 320 s before its last two shapes; this
-                        # is meant to fit one dtype in a ten-minute call (not yet timed).
-                        ms, covered = queued_ms(calls[name], rounds=2)
+                        # Three of queued_ms's own rounds per turn (not its default five; an
+                        # odd number, so that its median is one round, not the slower of
+                        # two): nine in all per backend instead of fifteen. With fifteen
+                        # the fp16 half of the report ran past 320 s before its last two
+                        # shapes; this is meant to fit one dtype in a ten-minute call (not
+                        # yet timed).
+                        ms, covered = queued_ms(calls[name], rounds=3)
                         if not covered:  # some rounds had the GPU wait for the host
                             unclean.add(name)
                         return ms

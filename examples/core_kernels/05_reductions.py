@@ -305,8 +305,8 @@ for run in results:
 # times show where that regime ends on each GPU: as long as a call's time hardly grows
 # with n, it is not the reading that is timed. Only where it grows with n do the three
 # compare as sums. The last column is the two-stage sum's extra time: where it holds
-# roughly constant across the small sizes, that is the cost of its second launch, paid
-# on the host; it shrinks where the GPU's own time grows.
+# roughly constant across the small sizes, it is most likely the cost of the second
+# launch on the host (not timed apart here); it shrinks where the GPU's own time grows.
 
 # %%
 # Takeaways

@@ -234,10 +234,11 @@ for run in coalescing:
 # filling every SM with loads and waiting for the last of them take a fixed time that a
 # longer copy spreads over more bytes; and ``do_bench`` times one call as a program
 # makes it, so where the host's Python outlasts the L2 flush queued before the call,
-# that host time is in the number too (it differs between the two GPUs' machines). Where the gap is more than 8x, as on the largest
-# matrices, counting sectors is not the whole story (the memory system may fetch more
-# than one sector per miss, and addresses a whole row apart are a poor pattern for HBM
-# as well); this page measures the gap, not its parts. Either way, make the lanes of a
+# that host time is in the number too (it differs between the two GPUs' machines).
+# Where the gap is more than 8x, as on the largest matrices, counting sectors is not the
+# whole story (the memory system may fetch more than one sector per miss, and addresses
+# a whole row apart are a poor pattern for HBM as well); this page measures the gap, not
+# its parts. Either way, make the lanes of a
 # program walk along the dimension with stride 1.
 
 # %%

@@ -15,8 +15,9 @@ Constraints:
   So is ``tl.load`` of ``out``, an addition and ``tl.store``: another program can store
   between one program's load and its store, and that addition is lost. (The interpreter
   runs one program at a time, so the sum would come out right there; the checker reports
-  an element that one program stores and another touches as a race.) Atomic float additions happen in no fixed order, so the result may differ from run to
-  run in the last bits; the checker allows for that.
+  an element that one program stores and another touches as a race.) Atomic float
+  additions happen in no fixed order, so the result may differ from run to run in the
+  last bits; the checker allows for that.
 
 ``solve(x, out, n)`` prepares ``out``, launches the kernel and returns nothing.
 """

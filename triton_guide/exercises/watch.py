@@ -20,7 +20,11 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
 * an element that one program stores with a plain ``tl.store`` and another program of the
   same launch also reads, stores or updates atomically is a race: a GPU runs programs in
   no set order, so the result depends on which comes first (a load, an add and a store
-  into a shared total, say, loses the other programs' additions);
+  into a shared total, say, loses the other programs' additions). Two limits: a launch
+  that calls ``tl.atomic_cas`` is not checked (a lock built with it makes such accesses
+  safe, and the watch cannot tell a lock from a misuse), and tensors that ``solve``
+  allocates itself are not watched for races. Two programs storing the same values into
+  the same elements (an overlapping last block, say) is not a race;
 * the programs of a launch run in reverse order: a GPU promises no order, and a kernel that
   relies on program 0 running first (to zero an output, say) then fails;
 * reads of chosen tensors are counted per element, for exercises that allow one pass.
@@ -68,20 +72,47 @@ class Region:
         self.reads = np.zeros(buffer.numel(), np.int64) if count_reads else None
         # "read" / "wrote" -> the words off the elements that kernels touched.
         self.strays = {verb: np.zeros(buffer.numel(), bool) for verb in ("read", "wrote")}
-        # Within one launch: the first program that touched each word, whether another
-        # program touched it too, and whether any stored into it without an atomic.
-        self.toucher = np.full(buffer.numel(), -1, np.int64)
-        self.shared = np.zeros(buffer.numel(), bool)
-        self.plain_store = np.zeros(buffer.numel(), bool)
-        self.races = np.zeros(buffer.numel(), bool)  # over every launch so far
+        # Within one launch, per word: the first program that read it or updated it
+        # atomically, and whether another did too; the first program that stored into it
+        # with tl.store, the bits it stored, and whether another stored other bits.
+        size = buffer.numel()
+        self.accessor = np.full(size, -1, np.int64)
+        self.accessed_by_more = np.zeros(size, bool)
+        self.storer = np.full(size, -1, np.int64)
+        self.stored_bits = np.zeros(size, np.int64)
+        self.stores_differ = np.zeros(size, bool)
+        self.races = np.zeros(size, bool)  # over every launch so far
 
     def new_launch(self) -> None:
-        self.toucher.fill(-1)
-        self.shared.fill(False)
-        self.plain_store.fill(False)
+        self.accessor.fill(-1)
+        self.accessed_by_more.fill(False)
+        self.storer.fill(-1)
+        self.stores_differ.fill(False)
 
-    def end_launch(self) -> None:
-        self.races |= self.shared & self.plain_store
+    def touch(self, words: np.ndarray, program: int, stored: np.ndarray | None) -> None:
+        """Program ``program`` read or atomically updated ``words`` (``stored`` None), or
+        stored the values ``stored`` into them with tl.store."""
+        if stored is None:
+            first = self.accessor[words]
+            self.accessed_by_more[words] |= (first >= 0) & (first != program)
+            self.accessor[words] = np.where(first < 0, program, first)
+            return
+        bits = stored.astype(np.float64).view(np.int64)
+        first = self.storer[words]
+        self.stores_differ[words] |= ((first >= 0) & (first != program)
+                                      & (self.stored_bits[words] != bits))
+        new = first < 0
+        self.storer[words[new]] = program
+        self.stored_bits[words[new]] = bits[new]
+
+    def end_launch(self, locks: bool) -> None:
+        """``locks``: the launch called tl.atomic_cas, maybe as a lock; not checked."""
+        if locks:
+            return
+        stored = self.storer >= 0
+        read_by_another = self.accessed_by_more | (
+            (self.accessor >= 0) & (self.accessor != self.storer))
+        self.races |= stored & read_by_another | self.stores_differ
 
     def where(self, words: np.ndarray) -> Counter:
         """How many of ``words`` (none of them elements) lie before, after and between."""
@@ -122,6 +153,7 @@ class Watch:
         self.undefined = undefined
         self.undefined_read = False  # whether a load had such lanes
         self.program = 0  # the program of the launch now running, numbered from 0
+        self.compare_and_swap = False  # whether the launch now running called tl.atomic_cas
         self.launches: list[Launch] = []
         self.outside: dict[str, set[int]] = {"read": set(), "wrote": set()}
         self._own: list[tuple[int, int]] = []  # byte ranges of solve's own tensors
@@ -204,10 +236,11 @@ class Watch:
                     self._allow(value)
             for region in self.regions:
                 region.new_launch()
+            self.compare_and_swap = False
         result = original(function, *args, grid=grid, warmup=warmup, **kwargs)
         if not warmup:
             for region in self.regions:
-                region.end_launch()
+                region.end_launch(locks=self.compare_and_swap)
         return result
 
     def _allow(self, tensor: torch.Tensor):
@@ -227,12 +260,14 @@ class Watch:
     # -- memory ---------------------------------------------------------------------------
 
     def _check(self, addresses: np.ndarray, mask: np.ndarray | None, verb: str,
-               plain_store: bool = False) -> np.ndarray:
+               stored: np.ndarray | None = None) -> np.ndarray:
         """The lanes of ``mask`` whose addresses are safe to access; strays are recorded, and
-        which program touched which element (``plain_store``: a tl.store, not an atomic)."""
+        which program touched which element (``stored``: the values of a tl.store, one per
+        address; None for a load or an atomic)."""
         lanes = np.ones(addresses.shape, bool) if mask is None else \
             np.broadcast_to(mask, addresses.shape).copy()
         wanted = addresses[lanes].astype(np.uint64)
+        values = None if stored is None else np.broadcast_to(stored, addresses.shape)[lanes]
         safe = np.zeros(wanted.shape, bool)
         for start, end in self._own:
             safe |= (wanted >= start) & (wanted < end)
@@ -246,12 +281,8 @@ class Watch:
             words = words.astype(np.int64)
             element = region.is_element[words]
             region.strays[verb][words[~element]] = True
-            touched = words[element]
-            first = region.toucher[touched]
-            region.shared[touched] |= (first >= 0) & (first != self.program)
-            region.toucher[touched] = np.where(first < 0, self.program, first)
-            if plain_store:
-                region.plain_store[touched] = True
+            region.touch(words[element], self.program,
+                         None if values is None else values[inside][element])
             if verb == "wrote" and element.any():
                 region.written = True
             if verb == "read" and element.any():
@@ -285,7 +316,7 @@ class Watch:
     def _store(self, original, ptrs, value, mask, *options):
         from triton.runtime.interpreter import TensorHandle
 
-        lanes = self._check(ptrs.data, mask.data, "wrote", plain_store=True)
+        lanes = self._check(ptrs.data, mask.data, "wrote", stored=value.data)
         return original(ptrs, value, TensorHandle(lanes, mask.dtype), *options)
 
     def _atomic_rmw(self, original, op, ptr, val, mask, sem, scope):
@@ -295,6 +326,7 @@ class Watch:
         return original(op, ptr, val, TensorHandle(lanes, mask.dtype), sem, scope)
 
     def _atomic_cas(self, original, ptr, cmp, val, sem, scope):
+        self.compare_and_swap = True
         if not self._check(ptr.data, None, "wrote").all():
             # A compare-and-swap has no mask to switch the stray lanes off with.
             raise MemoryError("tl.atomic_cas on an address outside every tensor")
