@@ -25,6 +25,7 @@ You will learn:
 # ``triton_guide`` is imported before Triton: it makes that choice, and it must be made
 # before Triton is loaded.
 
+import traceback
 import warnings
 
 import torch
@@ -299,13 +300,23 @@ for (kernel, arguments, _), compiled in zip(cases, compiler_says):
     except Exception as error:
         mode = "interpreter" if runtime.interpreting() else "launch"
         print(f"{mode}: {type(error).__name__}: {first_lines(str(error), 1)}")
+        # The interpreter raises its own error from the one the kernel's line raised: the
+        # traceback of that first error ends in the kernel.
+        cause, frames = error, []
+        while cause is not None:
+            frames += [frame for frame in traceback.extract_tb(cause.__traceback__)
+                       if frame.name == kernel.__name__]
+            cause = cause.__cause__
+        for frame in frames[-1:]:
+            print(f"    raised in {frame.name}: {frame.line}")
     print(f"compiler: {compiled.error_type}:\n    {first_lines(compiled.message)}")
 
 # %%
-# The interpreter names the problem in one line but not where it is; the compiler shows
-# the line, with a caret under the column. When an interpreter message is unclear,
-# compiling the kernel (here with ``compile_kernels``, on a GPU by launching it) points
-# at the line.
+# The interpreter's message is one line and does not say where, but the Python
+# traceback behind it does: the interpreter's error was raised from the error of the
+# kernel's own line (``error.__cause__``), printed above as "raised in". The compiler
+# shows the line too, with a caret under the column; on a GPU, a launch compiles the
+# kernel and raises that same error.
 
 # %%
 # Takeaways
