@@ -631,6 +631,13 @@ def strided(values: torch.Tensor, step_rows: int = 2, step_cols: int = 3) -> tor
     return view
 
 
+def stored_by_columns(values: torch.Tensor) -> torch.Tensor:
+    """The matrix ``values`` stored column by column (strides ``(1, rows)``), as the
+    transpose of a contiguous matrix is: a kernel that takes ``stride(1) == 1`` for granted
+    reads it wrongly."""
+    return values.t().contiguous().t()
+
+
 def size_between(generator: torch.Generator, low: int, high: int) -> int:
     """A random integer in ``[low, high]`` drawn from ``generator``."""
     return int(torch.randint(low, high + 1, (1,), generator=generator))

@@ -17,7 +17,8 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+                      strided)
 
 SUMMARY = "out[j] = max of column j: 2-D tiles, a loop down the rows, -inf padding"
 
@@ -30,10 +31,13 @@ def tolerance(**inputs):
     return 0.0, 0.0
 
 
-def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          by_columns=False):
     x = randn(generator, M, N, scale=scale) + shift
     if non_contiguous:
         x = strided(x)
+    if by_columns:
+        x = stored_by_columns(x)
     return Case(name, why, {"x": x, "out": Output((N,)), "M": M, "N": N})
 
 
@@ -47,6 +51,8 @@ def cases(generator):
               generator, 300, 300),
         _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
               generator, 50, 70, non_contiguous=True),
+        _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
+              generator, 40, 30, by_columns=True),
         _case("all_negative", "every value below zero, 37 rows (a partial row tile)",
               generator, 37, 50, shift=-5.0),
         _case("large_values", "values near +-1e30", generator, 40, 30, scale=1e30),

@@ -19,7 +19,8 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+                      strided)
 
 SUMMARY = "out = a @ x: (BLOCK_M, BLOCK_K) tiles, a loop over K, tl.sum(axis=1)"
 
@@ -33,11 +34,14 @@ def tolerance(a, x, M, K):
     return 1e-5, 1e-6 * (a.abs() @ x.abs()).max().item()
 
 
-def _case(name, why, generator, M, K, *, scale=1.0, shift=0.0, non_contiguous=False):
+def _case(name, why, generator, M, K, *, scale=1.0, shift=0.0, non_contiguous=False,
+          by_columns=False):
     a = randn(generator, M, K, scale=scale) + shift
     x = randn(generator, K, scale=scale) + shift
     if non_contiguous:
         a = strided(a)
+    if by_columns:
+        a = stored_by_columns(a)
     return Case(name, why, {"a": a, "x": x, "out": Output((M,)), "M": M, "K": K})
 
 
@@ -51,6 +55,8 @@ def cases(generator):
               generator, 40, 1500),
         _case("non_contiguous", "a is every 2nd row and 3rd column of a larger matrix",
               generator, 30, 200, non_contiguous=True),
+        _case("stored_by_columns", "a is stored column by column (a.stride(1) != 1)",
+              generator, 30, 50, by_columns=True),
         _case("all_negative", "every value below zero", generator, 37, 50, shift=-5.0),
         _case("large_values", "values near 1e15: products near 1e30", generator, 20, 300,
               scale=1e15),

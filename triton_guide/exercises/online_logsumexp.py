@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import torch
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+                      strided)
 
 SUMMARY = "out[i] = logsumexp of row i: running max and rescaled running sum, one pass"
 # The interpreter counts the reads of every element of x: one pass reads each once.
@@ -40,6 +41,7 @@ def tolerance(**inputs):
 
 
 def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          by_columns=False,
           ascending=False, row_of_neg_inf=False):
     x = randn(generator, M, N, scale=scale) + shift
     if ascending:
@@ -48,6 +50,8 @@ def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=Fa
         x[M // 2] = -float("inf")
     if non_contiguous:
         x = strided(x)
+    if by_columns:
+        x = stored_by_columns(x)
     return Case(name, why, {"x": x, "out": Output((M,)), "M": M, "N": N})
 
 
@@ -64,6 +68,8 @@ def cases(generator):
               ascending=True),
         _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix",
               generator, 5, 300, non_contiguous=True),
+        _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
+              generator, 5, 70, by_columns=True),
         _case("all_negative", "values near -1e4: exp(x) underflows to 0 without the shift",
               generator, 3, 500, shift=-1e4),
         _case("large_values", "values near 1e4: exp(x) overflows without the shift",

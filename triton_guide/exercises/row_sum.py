@@ -21,7 +21,8 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+                      strided)
 
 SUMMARY = "out[i] = sum of row i: one program per row, a loop over blocks, strides"
 
@@ -35,10 +36,13 @@ def tolerance(x, M, N):
     return 1e-5, 1e-6 * x.abs().sum(dim=1).max().item()
 
 
-def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          by_columns=False):
     x = randn(generator, M, N, scale=scale) + shift
     if non_contiguous:
         x = strided(x)
+    if by_columns:
+        x = stored_by_columns(x)
     return Case(name, why, {"x": x, "out": Output((M,)), "M": M, "N": N})
 
 
@@ -52,6 +56,8 @@ def cases(generator):
               5000),
         _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
               generator, 6, 300, non_contiguous=True),
+        _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
+              generator, 5, 70, by_columns=True),
         _case("all_negative", "every value below zero", generator, 7, 333, shift=-5.0),
         _case("large_values", "values near 1e30", generator, 3, 700, scale=1e30),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 8),

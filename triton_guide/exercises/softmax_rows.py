@@ -20,7 +20,8 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+                      strided)
 
 SUMMARY = "softmax of each row: one block per row, the max subtracted, -inf padding"
 
@@ -33,10 +34,13 @@ def tolerance(**inputs):
     return 1e-5, 0.0
 
 
-def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          by_columns=False):
     x = randn(generator, M, N, scale=scale) + shift
     if non_contiguous:
         x = strided(x)
+    if by_columns:
+        x = stored_by_columns(x)
     return Case(name, why, {"x": x, "out": Output((M, N)), "M": M, "N": N})
 
 
@@ -49,6 +53,8 @@ def cases(generator):
         _case("many_rows", "300 rows of 20: 300 programs", generator, 300, 20),
         _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix",
               generator, 7, 50, non_contiguous=True),
+        _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
+              generator, 6, 40, by_columns=True),
         _case("all_negative", "every value below zero", generator, 6, 77, shift=-5.0),
         _case("large_values", "values of size 1e4: exp(x) overflows without the max",
               generator, 4, 100, scale=1e4),
