@@ -59,6 +59,12 @@ device = runtime.device()
 # * ``x_ptr + offsets`` is a block of pointers; ``tl.load`` reads them all at once.
 # * ``mask`` switches off the lanes whose index is past the end. A masked-off lane neither
 #   reads nor writes memory.
+# * ``INT64_OFFSETS``: the program id and the offsets are 32-bit integers unless told
+#   otherwise, and an index past ``2**31 - 1`` wraps round. The launcher asks
+#   ``needs_int64_offsets`` and, only for vectors that long, compiles the kernel with
+#   64-bit offsets; the
+#   :ref:`common-mistakes page <sphx_glr_auto_examples_debugging_02_common_mistakes.py>`
+#   shows the wrap.
 #
 # The launcher allocates the output, works out the grid and launches:
 #
