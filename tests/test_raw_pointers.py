@@ -56,6 +56,32 @@ def test_solve_refuses_small_int_as_address():
         solve(2**40, 12, 2**40, 4)
 
 
+def test_solve_refuses_a_misaligned_address():
+    with pytest.raises(ValueError, match="c_ptr = 1099511627777 is not a multiple of 4"):
+        solve(2**40, 2**40, 2**40 + 1, 4)
+
+
+def test_solve_refuses_an_address_int64_cannot_hold():
+    with pytest.raises(ValueError, match="a_ptr = 18446744073709551616 is not a device address"):
+        solve(2**64, 2**40, 2**40, 4)
+
+
+def test_solve_takes_numpy_integers(device, check):
+    import numpy as np
+
+    a, b = torch.randn(2, 37, device=device).unbind(0)
+    c = torch.empty_like(a)
+    solve(np.int64(a.data_ptr()), np.int64(b.data_ptr()), np.int64(c.data_ptr()), np.int32(37))
+    if c.is_cuda:
+        torch.cuda.synchronize()
+    check("solve", c, a + b, rtol=0.0)
+
+
+def test_solve_says_what_n_must_be():
+    with pytest.raises(TypeError, match="N must be an int, got float; pass the number of"):
+        solve(2**40, 2**40, 2**40, 4.0)
+
+
 @pytest.mark.parametrize("n", [0, -3, 2**31], ids=["n=0", "negative", "n=2**31"])
 def test_solve_refuses_bad_length(n):
     with pytest.raises(ValueError, match="N must be between 1"):

@@ -9,6 +9,8 @@ and hands their addresses to a ``solve`` function.
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Callable
 
 import torch
@@ -50,15 +52,26 @@ def solve(a_ptr: int, b_ptr: int, c_ptr: int, N: int) -> None:  # noqa: N803 (ju
 
     Only the integers themselves can be checked here; what lies behind them cannot.
     """
-    for name, value in (("a_ptr", a_ptr), ("b_ptr", b_ptr), ("c_ptr", c_ptr), ("N", N)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}; "
-                            f"pass tensor.data_ptr() for an address")
+    def as_int(name, value):
+        # numpy's integers too (they are numbers.Integral), but not a bool or a tensor.
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            hint = "the number of elements" if name == "N" else "tensor.data_ptr() for an address"
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}; pass {hint}")
+        return int(value)
+
+    a_ptr, b_ptr, c_ptr, N = (as_int(name, value) for name, value in  # noqa: N806
+                              (("a_ptr", a_ptr), ("b_ptr", b_ptr), ("c_ptr", c_ptr), ("N", N)))
     for name, value in (("a_ptr", a_ptr), ("b_ptr", b_ptr), ("c_ptr", c_ptr)):
-        if value < 2**31:
-            # Triton passes an int below 2**31 as int32, and an address must be 64 bits.
+        if not 2**31 <= value < 2**63:
+            # Triton passes an int below 2**31 as int32, and an address must be 64 bits; no
+            # process has addresses at 2**63 or above, which int64 cannot hold.
             raise ValueError(f"{name} = {value} is not a device address; "
                              f"pass tensor.data_ptr() of a live tensor")
+        if value % 4:
+            # A float32 load needs an address that is a multiple of 4: a GPU stops the
+            # kernel with a misaligned address, the interpreter reads shifted bytes.
+            raise ValueError(f"{name} = {value} is not a multiple of 4, so it is not the "
+                             "address of a float32; pass tensor.data_ptr() of a float32 tensor")
     if not 1 <= N < 2**31:
         raise ValueError(f"N must be between 1 and 2**31 - 1, got {N}")
     grid = (triton.cdiv(N, BLOCK_SIZE),)
