@@ -136,6 +136,20 @@ error = abs(x.sum().double().item() - exact.item()) / scale
 print(f"torch.sum float32    : {x.sum().item():14.6f}, error / ||x||_2 = {error:.1e}")
 
 # %%
+# By default there are as many programs as blocks (up to ``MAX_PARTIALS``), so each
+# program's loop may run once. With fewer programs each walks several blocks, a whole
+# launch's width apart:
+
+few = 7
+blocks = triton.cdiv(n, 1024)
+for method in ("two_stage", "atomic"):
+    got = vector_sum(x, method=method, num_programs=few)
+    assert_close(got, exact, rtol=1e-2, atol=1e-2 * scale)
+    error = abs(got.double().item() - exact.item()) / scale
+    print(f"{method:<9} with {few} programs for {blocks:,} blocks of 1024 (up to "
+          f"{triton.cdiv(blocks, few):,} each): error / ||x||_2 = {error:.1e}")
+
+# %%
 # Float32 addition depends on the order
 # -------------------------------------
 # Real-number addition is associative; float32 addition is not, because every addition
