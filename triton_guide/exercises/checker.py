@@ -465,8 +465,9 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
     if races:
         described = [f"{_count(count, 'element')} of {name}" for name, count in races]
         return CaseResult(case, False, f"race on {' and '.join(described)}", [
-            f"solve: {' and '.join(described)} stored by one program with tl.store and "
-            "read, stored or updated by another in the same launch", _RACE_HINT])
+            f"solve: {' and '.join(described)} stored by one program with tl.store and, in "
+            "the same launch, read or updated by another, or stored by another with other "
+            "values", _RACE_HINT])
     if error is not None:
         message = str(error).strip().splitlines()
         # The interpreter's message ends with the cause; CUDA's starts with it.
