@@ -108,8 +108,8 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
 # --------------------
 # Data lives in four places, each smaller and faster than the last:
 #
-# * **HBM**, the GPU's main memory (tens of gigabytes): every tensor starts and ends
-#   here.
+# * **HBM**, the GPU's main memory (tens to hundreds of gigabytes; this page prints its
+#   GPUs' below): every tensor starts and ends here.
 # * **L2 cache**, shared by the whole chip (tens of megabytes): recently touched data.
 # * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB
 #   split between the L1 cache and shared memory, a scratchpad that the threads of one
@@ -165,8 +165,8 @@ for run in sizes:
 # Each launch reads about 4 GB in all, whatever the size of the working set. The line
 # drawn beside it is a plain device-to-device copy of 1 GiB, measured in the same run:
 # the reference for a kernel that streams from HBM. A copy reads and writes, and HBM
-# turns around between the two, so a kernel that only reads can pass that line by a
-# few percent. A dashed line marks each GPU's L2. The smallest working sets are also
+# turns around between the two, so a kernel that only reads can pass that line (the
+# lines after the plot say by how much on each GPU). A dashed line marks each GPU's L2. The smallest working sets are also
 # held in each SM's own L1 cache, one level above L2, and run faster still; the L2
 # plateau is read here between 4 MiB and half of L2.
 

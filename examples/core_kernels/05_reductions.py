@@ -3,8 +3,8 @@ Reductions across programs: two stages or atomics
 =================================================
 
 A program can sum the block it holds with one ``tl.sum``. A vector of a hundred million
-elements is tens of thousands of blocks, held by many programs that cannot see each
-other's registers. Their partial sums have to meet somewhere, and there are two common
+elements is far more blocks than one program holds, spread over many programs that cannot
+see each other's registers. Their partial sums have to meet somewhere, and there are two common
 places: a second kernel, or one memory cell that every program adds into with an atomic.
 This page builds both, checks them against a float64 sum, and measures what each costs:
 in reproducibility, because float32 addition depends on order, and in time, next to
@@ -91,7 +91,7 @@ print(f"on a GPU: n = {gpu_n:,}, {gpu_blocks:,} blocks, MAX_PARTIALS = {MAX_PART
 # The second launch costs little memory traffic, next to the first:
 
 print(f"stage 1 reads {n * 4:,} bytes; stage 2 reads {num_programs * 4:,} bytes "
-      f"({num_programs / n:.2%} of stage 1)")
+      f"({100 * num_programs / n:.2g}% of stage 1)")
 
 # %%
 # One stage with an atomic
@@ -134,6 +134,20 @@ for method in ("two_stage", "atomic"):
               f"error / ||x||_2 = {error:.1e}")
 error = abs(x.sum().double().item() - exact.item()) / scale
 print(f"torch.sum float32    : {x.sum().item():14.6f}, error / ||x||_2 = {error:.1e}")
+
+# %%
+# Both kernels read float16 values but add them in float32 (``x.to(tl.float32)`` in
+# ``program_sum``). Here is why, on the first values of the same vector added one after
+# the other on the CPU: float16 keeps 11 significant bits, so once the running total is
+# large, each new value is rounded to the total's coarse steps, or lost.
+
+head = x[: 2**16].half().cpu().numpy()
+exact_head = head.astype(np.float64).sum()
+head_scale = np.linalg.norm(head.astype(np.float64))
+for accumulator in (np.float16, np.float32):
+    total = np.add.accumulate(head, dtype=accumulator)[-1]
+    print(f"{len(head):,} float16 values added in {np.dtype(accumulator).name}: "
+          f"error / ||x||_2 = {abs(float(total) - exact_head) / head_scale:.1e}")
 
 # %%
 # By default there are as many programs as blocks (up to ``MAX_PARTIALS``), so each

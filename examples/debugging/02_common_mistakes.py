@@ -216,11 +216,15 @@ for i, name in enumerate(("all negative", "all positive")):
     error = (wrong[i] - right[i]).abs().max().item()
     print(f"{name} row: wrong probabilities sum to {wrong[i].sum().item():.4f} "
           f"(right: {right[i].sum().item():.4f}); largest error {error:.1e}")
+padding = 8 - rows.shape[1]  # lanes of the block of 8 past the row's 5 values
+top = rows[1].max().item()
+print(f"positive row: maximum {top:g}; its {padding} padding lanes add {padding} x "
+      f"exp(0 - {top:g}) = {padding * math.exp(-top):.1e} to a sum of at least 1")
 
 # %%
 # On the all-negative row the result is far off. On the positive row the row's true
-# maximum 8 wins over the padding's 0 and the three padding lanes add only
-# ``3 * exp(-8)`` to the sum: the error is small enough to pass a loose test on random
+# maximum wins over the padding's 0, and the padding lanes add only the small amount
+# printed above to the sum: the error is small enough to pass a loose test on random
 # data, which is why this mistake survives. **Fix**: ``other=-float("inf")`` for a
 # maximum (and the identity of whatever the reduction is: 0 for a sum, 1 for a product).
 
@@ -240,8 +244,11 @@ print(f"the offset of row r is r * {vocab:,}: it passes 2**31 at row "
       f"{first_bad_row:,} of {tokens:,}")
 
 # %%
-# That tensor would take 8 GB in float16; the arithmetic alone shows the problem. This
-# tiny kernel computes each row's offset and stores it (as int64) instead of using it:
+# That tensor would take the memory printed below in float16; the arithmetic alone shows
+# the problem. This tiny kernel computes each row's offset and stores it (as int64)
+# instead of using it:
+
+print(f"{tokens:,} x {vocab:,} float16 values: {tokens * vocab * 2 / 1e9:.1f} GB")
 
 
 @triton.jit

@@ -410,16 +410,19 @@ for run in tuned:
     cells = [(value, name, run.xs[i])
              for name, values in run.series.items() for i, value in enumerate(values)]
     (best, best_warps, best_block), (worst, _, _) = max(cells), min(cells)
-    print(f"{run.gpu}: autotune chose BLOCK_SIZE {best_block}, {best_warps} "
-          f"({best:.0f} GB/s); its {len(cells)} configurations spanned "
-          f"{worst:.0f} to {best:.0f} GB/s")
+    print(f"{run.gpu}: fastest by autotune's own timing, so its pick: BLOCK_SIZE "
+          f"{best_block}, {best_warps} ({best:.0f} GB/s); its {len(cells)} configurations "
+          f"spanned {worst:.0f} to {best:.0f} GB/s")
 print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 
 # %%
-# The first call pays for every configuration, in every process that calls it with a new
-# key, so a key that changes often (here, every new length) pays again and again.
-# Autotune over few configurations, with a key that changes rarely, or choose by a rule
-# once a sweep like the one above has shown what wins.
+# The first call with a new key pays for timing every configuration, and a key that
+# changes often (here, every new length) pays again and again. A new process pays again
+# too: Triton's disk cache spares it the compilations, but not the timings, unless the
+# autotuner is made with ``cache_results=True``. Where the configurations' rates lie
+# close together, as they may above, the pick can also change from run to run with the
+# noise of the timings. Autotune over few configurations, with a key that changes
+# rarely, or choose by a rule once a sweep like the one above has shown what wins.
 
 # %%
 # Takeaways
