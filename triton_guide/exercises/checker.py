@@ -587,12 +587,21 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseR
             f"solve computed {case.output_name} without launching a Triton kernel: the "
             "exercise is to write the kernel that computes it."])
     floats = {name: value for name, value in case.inputs().items() if isinstance(value, float)}
+    # The sizes (n, M, N, K): a kernel parameter of the same name that is a tl.constexpr
+    # makes every new size a new compilation.
+    sizes = {name: value for name, value in case.inputs().items()
+             if isinstance(value, int) and not isinstance(value, bool)}
     for launch in watch.launches:
         for parameter, value in launch.constexprs.items():
             if isinstance(value, float) and value in floats.values():
                 return CaseResult(case, False, f"took a float as tl.constexpr {parameter}", [
                     f"{launch.kernel} takes {parameter} as a tl.constexpr: every new value "
                     "compiles a new kernel. Pass it as an ordinary argument."])
+            if parameter in sizes and value == sizes[parameter]:
+                return CaseResult(case, False, f"took the size {parameter} as tl.constexpr", [
+                    f"{launch.kernel} takes {parameter} as a tl.constexpr: every new size "
+                    "compiles a new kernel. Pass it as an ordinary argument and mask "
+                    "against it; only block sizes need to be tl.constexpr."])
     if not WATCH_MEMORY:
         return None
     for region in regions:

@@ -7,7 +7,8 @@ Constraints:
 * ``x``, ``y`` and ``out`` are contiguous float32 vectors of ``n`` elements on the device,
   ``1 <= n <= 10**7``; ``out`` is allocated for you (the checker fills it with NaN first).
 * ``alpha`` is a Python float. Pass it to the kernel as an ordinary argument: a
-  ``tl.constexpr`` would compile a new kernel for every value (the checker fails it).
+  ``tl.constexpr`` would compile a new kernel for every value (the checker fails it, and
+  the same for ``n``).
 * ``n`` is not a multiple of any block size you may pick: launch enough programs and mask
   the last block.
 
@@ -65,4 +66,8 @@ MISTAKES = [
             "kernel compiled for every alpha",
             "alpha, n, BLOCK_SIZE: tl.constexpr", "alpha: tl.constexpr, n, BLOCK_SIZE: "
             "tl.constexpr", "n=1", reported="took a float as tl.constexpr alpha"),
+    Mistake("size_constexpr", "n is declared tl.constexpr: right values, but a new kernel "
+            "compiled for every length",
+            "alpha, n, BLOCK_SIZE: tl.constexpr", "alpha, n: tl.constexpr, BLOCK_SIZE: "
+            "tl.constexpr", "n=1", reported="took the size n as tl.constexpr"),
 ]
