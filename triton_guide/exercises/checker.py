@@ -9,8 +9,8 @@ with the reference computed in float64. The checker sets traps that a plain
 * every tensor sits inside a larger buffer with margins before and after it (and, for a
   strided view, gaps between its elements);
 * inputs are compared after the call, so a kernel that writes into its input is caught;
-* a ``solve`` that launches no Triton kernel, or passes a float argument to one as a
-  ``tl.constexpr``, fails even when its output is right.
+* a ``solve`` that launches no Triton kernel, or passes a float argument or a size (``n``,
+  ``M``...) to one as a ``tl.constexpr``, fails even when its output is right.
 
 In the Triton interpreter (no GPU) the checker also sees every address a kernel touches
 (:mod:`triton_guide.exercises.watch`): an access off the elements of the tensors, even one
