@@ -166,9 +166,9 @@ for run in sizes:
 # drawn beside it is a plain device-to-device copy of 1 GiB, measured in the same run:
 # the reference for a kernel that streams from HBM. A copy reads and writes, and HBM
 # turns around between the two, so a kernel that only reads can pass that line (the
-# lines after the plot say by how much on each GPU). A dashed line marks each GPU's L2. The smallest working sets are also
-# held in each SM's own L1 cache, one level above L2, and run faster still; the L2
-# plateau is read here between 4 MiB and half of L2.
+# lines after the plot say by how much on each GPU). A dashed line marks each GPU's L2.
+# The smallest working sets are also held in each SM's own L1 cache, one level above L2,
+# and run faster still; the L2 plateau is read here between 4 MiB and half of L2.
 
 print(f"each program reads {READ_BLOCK} float32 = {READ_BLOCK * 4 // 1024} KiB")
 working_sets = [2.0**k for k in range(-2, 12)]  # MiB: 256 KiB to 2 GiB

@@ -3,9 +3,10 @@ Reductions across programs: two stages or atomics
 =================================================
 
 A program can sum the block it holds with one ``tl.sum``. A vector of a hundred million
-elements is far more blocks than one program holds, spread over many programs that cannot
-see each other's registers. Their partial sums have to meet somewhere, and there are two common
-places: a second kernel, or one memory cell that every program adds into with an atomic.
+elements is far more blocks than one program holds, spread over many programs that
+cannot see each other's registers. Their partial sums have to meet somewhere, and there
+are two common places: a second kernel, or one memory cell that every program adds into
+with an atomic.
 This page builds both, checks them against a float64 sum, and measures what each costs:
 in reproducibility, because float32 addition depends on order, and in time, next to
 ``torch.sum`` (on a GPU: live when this build ran on one, otherwise the recordings in
