@@ -308,3 +308,35 @@ def test_programs_storing_the_same_values_is_no_race(tmp_path):
     path.write_text(OVERLAPPING_LAST_BLOCK)
     report = check_file(get("scaled_add"), path, seed=0)
     assert report.passed, report.text()
+
+
+SPIN_LOCK = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def locked_sum_kernel(x_ptr, out_ptr, lock_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), axis=0)
+    while tl.atomic_cas(lock_ptr, 0, 1) == 1:  # one program at a time past this line
+        pass
+    tl.store(out_ptr, tl.load(out_ptr) + total)
+    tl.atomic_xchg(lock_ptr, 0)
+
+
+def solve(x, out, n):
+    out.zero_()
+    lock = torch.zeros(1, dtype=torch.int32, device=x.device)
+    locked_sum_kernel[(triton.cdiv(n, 512),)](x, out, lock, n, BLOCK=512)
+'''
+
+
+def test_a_load_add_store_under_a_lock_is_no_race(tmp_path):
+    # The pattern of Triton's layer-norm tutorial: correct, and the race check must not
+    # fail it (a launch that calls tl.atomic_cas is left unchecked).
+    path = tmp_path / "locked.py"
+    path.write_text(SPIN_LOCK)
+    report = check_file(get("atomic_sum"), path, seed=0)
+    assert report.passed, report.text()

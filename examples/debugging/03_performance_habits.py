@@ -168,8 +168,11 @@ for run in results:
 # .. literalinclude:: /../triton_guide/copy.py
 #    :pyobject: copy_columns_kernel
 #
-# The byte addresses that the first warp of program (0, 0) reads, from the matrix's
-# strides and the kernels' indexing:
+# The byte addresses that 32 lanes read if each lane reads one float32, from the
+# matrix's strides and the kernels' indexing. This is a model: the compiler may give each
+# lane several neighbouring values (four float32 in one 16-byte load, for a row), which
+# changes which lane reads what, not which sectors a walk along rows or down columns
+# touches per useful byte.
 
 rows, cols = runtime.pick(interpreter=(64, 96), gpu=(8192, 8192))
 matrix = torch.randn(rows, cols, device=device)
