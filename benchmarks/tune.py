@@ -919,13 +919,32 @@ TWO_PER_SM_TILES = [
 ]
 
 
+def _print_against_cublas(dtype, shape, runners, notes, rounds):
+    """Time every ``runners[name]`` (lists of calls for ``gpu_ms``, one named "cuBLAS") in
+    turns ``rounds`` times and print one line: each one's median rate over cuBLAS's, with
+    its note, and the notes of the variants that did not run."""
+    from statistics import median
+
+    from triton_guide.benchmark import gpu_ms
+
+    M, N, K = shape
+    rates = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, calls in runners.items():
+            rates[name].append(tflop_per_s(2 * M * N * K, gpu_ms(calls)))
+    cublas = median(rates.pop("cuBLAS"))
+    cells = [f"{name} {median(values) / cublas:.2f}{notes.get(name, '')}"
+             for name, values in rates.items()]
+    cells += [note for name, note in notes.items() if name not in rates]
+    print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | " + " ".join(cells),
+          flush=True)
+
+
 def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
     """Each wide tile against the package and cuBLAS, in GPU time, in turns ``rounds`` times
     (medians); with each tile's waves (programs / SMs) for the shape."""
-    from statistics import median
-
     import triton_guide as tg
-    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+    from triton_guide.benchmark import cold_matmul_inputs
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"matmul, tiles of 192: ours / cuBLAS in GPU time ({sms} SMs), median of {rounds} "
@@ -933,7 +952,6 @@ def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
     for dtype in dtypes:
         for M, N, K in shapes:
             pairs = cold_matmul_inputs(M, N, K, dtype)
-            flops = 2 * M * N * K
             a, b = pairs[0]
             reference = a.float() @ b.float()
             runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
@@ -955,16 +973,7 @@ def tune_matmul_wide_tiles(shapes, dtypes, rounds=3, tiles=WIDE_TILES):
                     continue
                 runners[name] = [_wide_tile_runner(x, y, cfg, store_desc) for x, y in pairs]
                 notes[name] = f"[{waves:.2f}]"
-            rates = {name: [] for name in runners}
-            for _ in range(rounds):
-                for name, calls in runners.items():
-                    rates[name].append(tflop_per_s(flops, gpu_ms(calls)))
-            cublas = median(rates.pop("cuBLAS"))
-            cells = [f"{name} {median(values) / cublas:.2f}{notes.get(name, '')}"
-                     for name, values in rates.items()]
-            cells += [note for name, note in notes.items() if name not in rates]
-            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | "
-                  + " ".join(cells), flush=True)
+            _print_against_cublas(dtype, (M, N, K), runners, notes, rounds)
             pairs.clear()
             runners.clear()
             torch.cuda.empty_cache()
@@ -1148,17 +1157,14 @@ PERSISTENT_VARIANTS = [
 def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
     """Each stream-K variant against the package and cuBLAS, in GPU time, in turns
     ``rounds`` times (medians); with each variant's programs and data-parallel tiles."""
-    from statistics import median
-
     import triton_guide as tg
-    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+    from triton_guide.benchmark import cold_matmul_inputs
 
     print(f"matmul, stream-K: ours / cuBLAS in GPU time, median of {rounds} rounds in turns;"
           " [programs, tiles computed whole]")
     for dtype in dtypes:
         for M, N, K in shapes:
             pairs = cold_matmul_inputs(M, N, K, dtype)
-            flops = 2 * M * N * K
             a, b = pairs[0]
             reference = a.float() @ b.float()
             runners = {"package": [lambda x=x, y=y: tg.matmul(x, y) for x, y in pairs],
@@ -1181,16 +1187,7 @@ def tune_matmul_stream_k(shapes, dtypes, rounds=3, variants=STREAM_K_VARIANTS):
                 runners[name] = [_stream_k_runner(x, y, cfg, per_sm, waves, 2, *loop)
                                  for x, y in pairs]
                 notes[name] = f"[{run.programs},{run.data_parallel}]"
-            rates = {name: [] for name in runners}
-            for _ in range(rounds):
-                for name, calls in runners.items():
-                    rates[name].append(tflop_per_s(flops, gpu_ms(calls)))
-            cublas = median(rates.pop("cuBLAS"))
-            cells = [f"{name} {median(values) / cublas:.2f}{notes.get(name, '')}"
-                     for name, values in rates.items()]
-            cells += [note for name, note in notes.items() if name not in rates]
-            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | "
-                  + " ".join(cells), flush=True)
+            _print_against_cublas(dtype, (M, N, K), runners, notes, rounds)
             pairs.clear()
             runners.clear()
             torch.cuda.empty_cache()
@@ -1273,10 +1270,8 @@ def tune_attention_timing(cases):
 def tune_matmul_stream_k_parts(shapes, dtypes, cfg=(128, 256, 64, 8, 3, 8)):
     """Where stream-K's time goes: the kernel with its hand-over, with partials stored but
     never awaited, and with neither (wrong results, timing only), against the package."""
-    from statistics import median
-
     import triton_guide as tg
-    from triton_guide.benchmark import cold_matmul_inputs, gpu_ms
+    from triton_guide.benchmark import cold_matmul_inputs
 
     print("matmul, stream-K parts: ours / cuBLAS in GPU time, median of 3 rounds in turns")
     for dtype in dtypes:
@@ -1287,13 +1282,7 @@ def tune_matmul_stream_k_parts(shapes, dtypes, cfg=(128, 256, 64, 8, 3, 8)):
             for hand_over, name in ((2, "stream-K"), (1, "no waits"), (0, "no partials")):
                 runners[name] = [_stream_k_runner(x, y, cfg, 1, 0, hand_over) for x, y in pairs]
             runners["whole tiles"] = [_stream_k_runner(x, y, cfg, 1, math.inf) for x, y in pairs]
-            rates = {name: [] for name in runners}
-            for _ in range(3):
-                for name, calls in runners.items():
-                    rates[name].append(tflop_per_s(2 * M * N * K, gpu_ms(calls)))
-            cublas = median(rates.pop("cuBLAS"))
-            print(f"{str(dtype)[6:]:>8} {M}x{N}x{K}: cuBLAS {cublas:5.0f} | " + " ".join(
-                f"{name} {median(v) / cublas:.2f}" for name, v in rates.items()), flush=True)
+            _print_against_cublas(dtype, (M, N, K), runners, {}, 3)
             pairs.clear()
             runners.clear()
 
