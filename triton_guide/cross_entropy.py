@@ -236,13 +236,9 @@ def check_inplace_target(logits: torch.Tensor) -> None:
     through a raw pointer, so autograd would not stop it from overwriting a parameter), and
     no two rows sharing memory (an expanded row would be written by every row's program)."""
     base = logits if logits._base is None else logits._base
-    for tensor in (logits, base):
-        if tensor.is_leaf and tensor.requires_grad:
-            break
-    else:
-        tensor = None
-    if tensor is not None:
-        what = "a leaf tensor" if tensor is logits else "a view of a leaf tensor"
+    leaf = next((t for t in (logits, base) if t.is_leaf and t.requires_grad), None)
+    if leaf is not None:
+        what = "a leaf tensor" if leaf is logits else "a view of a leaf tensor"
         raise ValueError(
             f"inplace_grad=True would overwrite {what} that requires grad; pass "
             "inplace_grad=False, or logits computed from the leaf (e.g. x @ weight.T)"
