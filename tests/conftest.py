@@ -28,8 +28,12 @@ FLOAT_DTYPES = [
 
 @pytest.fixture(autouse=True)
 def seed() -> int:
-    """A fresh seed for every test, printed so that a failure can be replayed."""
-    value = int.from_bytes(os.urandom(4), "little")
+    """A fresh seed for every test, printed so that a failure can be replayed.
+
+    To replay one: ``TEST_SEED=<the printed seed> pytest tests/...::<the failed test>``.
+    """
+    replay = os.environ.get("TEST_SEED")
+    value = int(replay) if replay else int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(value)
     print(f"seed={value}")
     return value
