@@ -8,6 +8,7 @@ from triton_guide import (
     attention,
     attention_reference,
     matmul,
+    runtime,
     softmax,
     transpose,
     vector_add,
@@ -67,6 +68,19 @@ def test_non_strided_tensors_are_refused_by_name(op, kind, device):
         x = x[0, 0]  # CSR is two-dimensional; the rank check must not be what refuses it
     with pytest.raises(error, match=message):
         call(convert(x))
+
+
+@pytest.mark.skipif(runtime.interpreting(), reason="needs a GPU: interpreter tensors are on cpu, which has no index")
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_tensors_on_another_gpu_are_refused_by_name(op, device, monkeypatch):
+    """Kernels launch on the current device; a tensor on another GPU would be read from the wrong one."""
+    call, _, shape = OPS[op]
+    x = torch.randn(shape, device=device)
+    other = x.device.index + 1 if x.device.index is not None else 1
+    # One GPU is enough: make the current device another one than x's.
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: other)
+    with pytest.raises(ValueError, match=rf"is on cuda:\d, but kernels launch on the current device, cuda:{other}"):
+        call(x)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)

@@ -80,6 +80,13 @@ def check_tensor(
             f"{name} is on {value.device}, but kernels run on {mode} here: "
             f"move it with {name}.to('{expected_device.type}')"
         )
+    if (value.device.index is not None and not torch.compiler.is_compiling()
+            and value.device.index != torch.cuda.current_device()):
+        raise ValueError(
+            f"{name} is on {value.device}, but kernels launch on the current device, "
+            f"cuda:{torch.cuda.current_device()}: call the op inside "
+            f"`with torch.cuda.device({name}.device):`, or torch.cuda.set_device first"
+        )
     if value.dtype not in dtypes:
         raise TypeError(f"{name} has dtype {value.dtype}; expected one of: {_dtype_names(dtypes)}")
     if interpreting() and value.dtype == torch.bfloat16:
