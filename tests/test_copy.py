@@ -71,15 +71,21 @@ def test_rejects_autotune_with_a_fixed_block(device):
         copy(torch.ones(4, device=device), autotune=True, block_size=256)
 
 
-@pytest.mark.parametrize("num_warps", [0, 3, 64])
+@pytest.mark.parametrize("num_warps", [0, 3, 64, 4.0, True])
 def test_rejects_bad_num_warps(num_warps, device):
     with pytest.raises(ValueError, match="num_warps must be a power of two"):
         copy(torch.ones(4, device=device), num_warps=num_warps)
 
 
-def test_rejects_block_size_not_power_of_two(device):
-    with pytest.raises(ValueError, match="block_size must be a power of two"):
-        copy_matrix(torch.ones(4, 4, device=device), block_size=100)
+@pytest.mark.parametrize("op", [copy, copy_matrix])
+@pytest.mark.parametrize("block_size,error,match", [
+    (100, ValueError, "block_size must be a power of two, got 100; try 128"),
+    (2**21, ValueError, "block_size is 2097152, but a Triton block holds at most"),
+    (256.0, TypeError, "block_size must be an int"),
+])
+def test_rejects_bad_block_size(op, block_size, error, match, device):
+    with pytest.raises(error, match=match):
+        op(torch.ones(4, 4, device=device), block_size=block_size)
 
 
 def test_rejects_unknown_walk(device):

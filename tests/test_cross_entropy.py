@@ -202,11 +202,13 @@ def test_rejects_bad_tensors(change, error, match, device):
         ({"ignore_index": 1.5}, TypeError, "ignore_index must be an int"),
         ({"label_smoothing": 1.5}, ValueError, "label_smoothing must be between 0 and 1"),
         ({"reduction": "avg"}, ValueError, "reduction must be"),
-        ({"block_size": 100}, ValueError, "block_size must be a power of two"),
+        ({"block_size": 100}, ValueError, "block_size must be a power of two, got 100; try 128"),
+        ({"block_size": 2**21}, ValueError, "block_size is 2097152, but a Triton block holds"),
+        ({"block_size": 4096.0}, TypeError, "block_size must be an int"),
         ({"inplace_grad": 1}, TypeError, "inplace_grad must be a bool"),
     ],
     ids=["ignore_index_float", "smoothing_above_1", "reduction_unknown", "block_not_pow2",
-         "inplace_not_bool"],
+         "block_too_large", "block_float", "inplace_not_bool"],
 )
 def test_rejects_bad_options(options, error, match, device):
     logits, target = make_inputs(4, 10, torch.float32, device)

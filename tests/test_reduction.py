@@ -85,15 +85,21 @@ def test_rejects_unknown_method(device):
         vector_sum(torch.ones(4, device=device), method="tree")
 
 
-@pytest.mark.parametrize("block_size", [0, 3, 1000])
-def test_rejects_block_size_not_power_of_two(block_size, device):
-    with pytest.raises(ValueError, match="block_size must be a power of two"):
+@pytest.mark.parametrize("block_size,error,match", [
+    (0, ValueError, "block_size must be a power of two"),
+    (3, ValueError, "block_size must be a power of two"),
+    (1000, ValueError, "block_size must be a power of two, got 1000; try 1024"),
+    (2**21, ValueError, "block_size is 2097152, but a Triton block holds at most"),
+    (1024.0, TypeError, "block_size must be an int"),
+])
+def test_rejects_bad_block_size(block_size, error, match, device):
+    with pytest.raises(error, match=match):
         vector_sum(torch.ones(4, device=device), block_size=block_size)
 
 
-@pytest.mark.parametrize("num_programs", [0, MAX_PARTIALS + 1])
-def test_rejects_num_programs_out_of_range(num_programs, device):
-    with pytest.raises(ValueError, match="num_programs must be between 1 and"):
+@pytest.mark.parametrize("num_programs", [0, MAX_PARTIALS + 1, 2.5, True])
+def test_rejects_bad_num_programs(num_programs, device):
+    with pytest.raises(ValueError, match="num_programs must be an int from 1 to"):
         vector_sum(torch.ones(4, device=device), num_programs=num_programs)
 
 

@@ -12,12 +12,14 @@ order in which lanes touch addresses and the bounds check are all that vary. Two
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .validation import check_contiguous, check_tensor
+from .validation import check_block_size, check_contiguous, check_tensor
 
 BOUNDS = ("mask", "branch", "none")
 WALKS = ("rows", "columns")
@@ -115,16 +117,13 @@ def copy_columns_kernel(
     tl.store(output_ptr + offsets, tl.load(input_ptr + offsets, mask=mask), mask=mask)
 
 
-def _check_block_size(block_size: int) -> None:
-    if block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
-
-
-def _check_num_warps(num_warps: int) -> None:
-    if num_warps not in (1, 2, 4, 8, 16, 32):
+def _check_num_warps(num_warps: object) -> int:
+    if (isinstance(num_warps, bool) or not isinstance(num_warps, numbers.Integral)
+            or num_warps not in (1, 2, 4, 8, 16, 32)):
         raise ValueError(
-            f"num_warps must be a power of two from 1 to 32, got {num_warps}"
+            f"num_warps must be a power of two from 1 to 32, got {num_warps!r}"
         )
+    return int(num_warps)
 
 
 def copy(
@@ -147,8 +146,8 @@ def copy(
     check_contiguous("x", x)
     if bounds not in BOUNDS:
         raise ValueError(f"bounds must be one of {BOUNDS}, got {bounds!r}")
-    _check_block_size(block_size)
-    _check_num_warps(num_warps)
+    block_size = check_block_size("block_size", block_size)
+    num_warps = _check_num_warps(num_warps)
     num_elements = x.numel()
     out = torch.empty_like(x)
     if autotune:
@@ -183,7 +182,7 @@ def copy_matrix(
     check_contiguous("x", x)
     if walk not in WALKS:
         raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
-    _check_block_size(block_size)
+    block_size = check_block_size("block_size", block_size)
     num_rows, num_cols = x.shape
     out = torch.empty_like(x)
     if walk == "rows":

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from .launch import cdiv, fast_launch, next_power_of_2
 from .runtime import interpreting
-from .validation import check_tensor, needs_int64_offsets
+from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
@@ -293,8 +293,7 @@ def cross_entropy(
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not isinstance(inplace_grad, bool):
         raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
-    if not isinstance(block_size, int) or block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size!r}")
+    block_size = check_block_size("block_size", block_size)
     out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
     if out_of_range.any():  # a host sync, like torch's own device-side check
         bad = int(out_of_range.nonzero()[0, 0])

@@ -11,11 +11,13 @@ result can change from run to run.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import triton
 import triton.language as tl
 
-from .validation import check_contiguous, check_tensor
+from .validation import check_block_size, check_contiguous, check_tensor
 
 # The most programs (and so partial sums) the first stage launches: few enough that the
 # second stage sums them all in one block, enough to keep every SM of a large GPU busy.
@@ -111,18 +113,19 @@ def vector_sum(
     check_contiguous("x", x)
     if method not in ("two_stage", "atomic"):
         raise ValueError(f"method must be 'two_stage' or 'atomic', got {method!r}")
-    if block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    block_size = check_block_size("block_size", block_size)
     num_elements = x.numel()
     blocks = triton.cdiv(num_elements, block_size)
     if num_programs is None:
         num_programs = min(blocks, MAX_PARTIALS)
-    elif not 1 <= num_programs <= MAX_PARTIALS:
+    elif (isinstance(num_programs, bool) or not isinstance(num_programs, numbers.Integral)
+          or not 1 <= num_programs <= MAX_PARTIALS):
         raise ValueError(
-            f"num_programs must be between 1 and {MAX_PARTIALS}, got {num_programs}"
+            f"num_programs must be an int from 1 to {MAX_PARTIALS}, got {num_programs!r}"
         )
-    out = torch.zeros((), dtype=torch.float32, device=x.device)
+    num_programs = int(num_programs)
     if method == "two_stage":
+        out = torch.empty((), dtype=torch.float32, device=x.device)  # stage 2 writes it
         partials = torch.empty(num_programs, dtype=torch.float32, device=x.device)
         partial_sums_kernel[(num_programs,)](
             x, partials, num_elements, BLOCK_SIZE=block_size
@@ -131,5 +134,6 @@ def vector_sum(
             partials, out, num_programs, BLOCK_SIZE=triton.next_power_of_2(num_programs)
         )
     else:
+        out = torch.zeros((), dtype=torch.float32, device=x.device)  # the programs add to it
         atomic_sum_kernel[(num_programs,)](x, out, num_elements, BLOCK_SIZE=block_size)
     return out.to(x.dtype)

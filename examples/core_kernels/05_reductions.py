@@ -328,14 +328,15 @@ for run in results:
 # %%
 # At the smallest size the vector is a quarter of a MiB (``4 * n`` bytes), which the GPU
 # reads in far less time than the calls above take, so fixed costs set the time there
-# more than reading does: ``vector_sum`` zeroes its output, then launches one Triton
-# kernel for the atomic sum and two for the two-stage one, each through Python on the
-# host, and the timing (one call as a program makes it) includes that host time. The
-# times show where that regime ends on each GPU: as long as a call's time hardly grows
-# with n, it is not the reading that is timed. Only where it grows with n do the three
-# compare as sums. The last column is the two-stage sum's extra time: where it holds
-# roughly constant across the small sizes, it is most likely the cost of the second
-# launch on the host (not timed apart here); it shrinks where the GPU's own time grows.
+# more than reading does. Each call makes two launches from Python on the host: the
+# atomic sum zeroes its output cell with torch, then launches its Triton kernel; the
+# two-stage sum launches two Triton kernels. The timing (one call as a program makes it)
+# includes that host time. The times show where that regime ends on each GPU: as long as
+# a call's time hardly grows with n, it is not the reading that is timed. Only where it
+# grows with n do the three compare as sums. The last column is the two-stage sum's
+# extra time: where it holds roughly constant across the small sizes, it is most likely
+# what a second Triton launch costs the host beyond torch's zero-fill (not timed apart
+# here); it shrinks where the GPU's own time grows.
 
 # %%
 # Takeaways
