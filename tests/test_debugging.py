@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 import torch
@@ -105,6 +106,22 @@ def test_compile_kernels_reports_errors_and_compiles_correct_kernels():
     assert summary == [("CompilationError", True, False, False),
                        (None, False, True, False),
                        (None, False, True, True)]
+
+
+def test_compile_kernels_passes_multiples_of_16_to_the_compiler():
+    # A masked vector add: loads of several values per instruction (ld.global.v2 with 2
+    # elements per lane here) only when the length is known to divide by 16.
+    pointers = ["x_ptr", "y_ptr", "out_ptr"]
+    constexprs = {"BLOCK_SIZE": 256, "INT64_OFFSETS": False}
+    divides, does_not = compile_kernels([
+        (vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, pointers + ["num_elements"]),
+        (vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, pointers),
+    ])
+    wide = re.compile(r"ld\.global\.v\d\.b32")
+    assert wide.search(divides.ptx) and "ld.global.b32" not in divides.ptx
+    assert not wide.search(does_not.ptx) and "ld.global.b32" in does_not.ptx
+    with pytest.raises(ValueError, match=r"multiples of 16 \['n'\] are not in the signature"):
+        compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, ["n"])])
 
 
 def test_run_python_reports_a_segmentation_fault():

@@ -203,11 +203,16 @@ class Compiled:
     error_type: str | None  # the exception's class name, or None when it compiled
     message: str  # the exception's message, or "" when it compiled
     printed: str  # what the compilation printed (tl.static_print)
-    ptx_lines: int  # lines of PTX produced, 0 on an error
+    ptx: str  # the PTX produced, "" on an error
     # The MLIR errors the compiler wrote to standard error, one per line, without the
     # file and position; they say more than a message such as "error encountered
     # during parsing".
     diagnostics: str = ""
+
+    @property
+    def ptx_lines(self) -> int:
+        """Lines of PTX produced, 0 on an error."""
+        return len(self.ptx.splitlines())
 
 
 # Run in a fresh process by compile_kernels: compile each job, print one JSON line each.
@@ -219,19 +224,23 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 jobs = json.loads(sys.stdin.read())
-for index, (source_path, name, signature, constexprs) in enumerate(jobs):
+for index, (source_path, name, signature, constexprs, multiples_of_16) in enumerate(jobs):
     print(f"COMPILING {index}", file=sys.stderr, flush=True)  # splits standard error
     spec = importlib.util.spec_from_file_location("kernels", source_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     printed = io.StringIO()
-    result = {"error_type": None, "message": "", "ptx_lines": 0}
+    result = {"error_type": None, "message": "", "ptx": ""}
+    # What a launch tells the compiler about an argument that is a multiple of 16 (an
+    # aligned pointer, a length): attributes keyed by the argument's position.
+    positions = list(signature)
+    attrs = {(positions.index(arg),): [["tt.divisibility", 16]] for arg in multiples_of_16}
     try:
         with contextlib.redirect_stdout(printed):
             compiled = triton.compile(
-                ASTSource(getattr(module, name), signature, constexprs),
+                ASTSource(getattr(module, name), signature, constexprs, attrs),
                 target=GPUTarget(*TARGET), options={"enable_fp_fusion": True})
-        result["ptx_lines"] = len(compiled.asm["ptx"].splitlines())
+        result["ptx"] = compiled.asm["ptx"]
     except Exception as error:
         result["error_type"] = type(error).__name__
         result["message"] = str(error)
@@ -241,12 +250,15 @@ for index, (source_path, name, signature, constexprs) in enumerate(jobs):
 
 
 def compile_kernels(
-    jobs: list[tuple[object, dict[str, str], dict[str, object]]],
+    jobs: list[tuple],
 ) -> list[Compiled]:
     """Compile each ``(kernel, signature, constexprs)`` for an H100, without launching.
 
     ``signature`` maps each argument to its Triton type (``"*fp32"``, ``"i32"``, or
-    ``"constexpr"`` for the names given values in ``constexprs``). No GPU is needed:
+    ``"constexpr"`` for the names given values in ``constexprs``). A job may add a fourth
+    item, the names of the arguments to compile as multiples of 16, as a launch does for a
+    pointer aligned to 16 bytes or an integer that divides by 16 (by default, none: the
+    compiler then assumes nothing about alignment). No GPU is needed:
     Triton's wheel ships the CUDA assembler, so a correct kernel compiles down to a cubin
     anywhere. The compiler runs in a fresh process, without the cache (so every
     ``tl.static_print`` shows), and away from the interpreter, whose patches of
@@ -254,12 +266,16 @@ def compile_kernels(
     """
     with tempfile.TemporaryDirectory() as folder:
         specs = []
-        for index, (kernel, signature, constexprs) in enumerate(jobs):
+        for index, (kernel, signature, constexprs, *multiples_of_16) in enumerate(jobs):
             function = _python_function(kernel)
+            multiples_of_16 = list(multiples_of_16[0]) if multiples_of_16 else []
+            unknown = set(multiples_of_16) - set(signature)
+            if unknown:
+                raise ValueError(f"multiples of 16 {sorted(unknown)} are not in the signature")
             path = Path(folder) / f"kernel_{index}.py"
             path.write_text("import triton\nimport triton.language as tl\n\n\n"
                             + textwrap.dedent(inspect.getsource(function)))
-            specs.append((str(path), function.__name__, signature, constexprs))
+            specs.append((str(path), function.__name__, signature, constexprs, multiples_of_16))
         script = f"TARGET = {COMPILE_TARGET!r}\n" + _COMPILE_SCRIPT
         finished = subprocess.run(
             [sys.executable, "-c", script], input=json.dumps(specs), text=True,

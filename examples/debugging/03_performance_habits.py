@@ -15,7 +15,8 @@ You will learn:
 * how block size and ``num_warps`` move the bandwidth of a memory-bound kernel;
 * why neighbouring lanes should read neighbouring addresses (coalescing), in sectors and
   in GB/s;
-* what a mask costs, against a branch that skips it and against no check at all;
+* what a mask costs, against a branch that skips it and against no check at all, and
+  why a length that is not a multiple of 16 changes the instructions;
 * what ``triton.autotune`` picks, and what the first call costs.
 """
 
@@ -28,6 +29,7 @@ You will learn:
 import contextlib
 import functools
 import os
+import re
 import tempfile
 import time
 
@@ -40,8 +42,10 @@ from triton_guide.copy import (
     AUTOTUNE_NUM_WARPS,
     copy,
     copy_autotuned_kernel,
+    copy_kernel,
     copy_matrix,
 )
+from triton_guide.debugging import compile_kernels
 
 import triton  # noqa: E402  (after triton_guide, see above)
 
@@ -286,12 +290,71 @@ for run in checks:
 # %%
 # At this length, a multiple of the block, the three variants move the same bytes; the
 # mask adds one comparison per element to a kernel that spends its time waiting on
-# memory. Read the numbers above before contorting a kernel to avoid a mask. One case
-# they do not cover: a length that is not a multiple of 16. Triton specialises an
-# integer argument on whether it divides by 16; when it does not, the compiler cannot
-# tell that a mask against it covers whole runs of four float32 values, and it loads
-# and stores the masked blocks 4 bytes at a time instead of 16, which the branch
-# avoids on every full block. This page does not time that case.
+# memory. Read the numbers above before contorting a kernel to avoid a mask.
+#
+# A length that is not a multiple of 16
+# ---------------------------------------
+# The length matters in one more way. Triton compiles a kernel separately for an integer
+# argument that divides by 16 and one that does not (and for pointers aligned to 16
+# bytes or not). When ``num_elements`` divides by 16, a run of four float32 lanes is
+# either all inside the mask or all outside, so the compiler can load and store four
+# values per instruction. When it does not, it must treat each lane apart. The PTX
+# (NVIDIA's assembly, which Triton produces on the way to machine code) shows it; it
+# needs no GPU to produce, because
+# :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 on any machine.
+# Torch's allocations are aligned, so both pointers are passed as multiples of 16:
+
+COPY_SIGNATURE = {"input_ptr": "*fp32", "output_ptr": "*fp32", "num_elements": "i32",
+                  "BLOCK_SIZE": "constexpr", "BOUNDS": "constexpr"}
+ptx_cases = [(bounds, divides) for divides in (True, False) for bounds in ("mask", "branch")]
+ptx = compile_kernels([
+    (copy_kernel, COPY_SIGNATURE, {"BLOCK_SIZE": block_size, "BOUNDS": bounds},
+     ["input_ptr", "output_ptr"] + (["num_elements"] if divides else []))
+    for bounds, divides in ptx_cases
+])
+print(f"global load instructions in the PTX of copy_kernel, BLOCK_SIZE {block_size}, "
+      f"4 warps:")
+for (bounds, divides), compiled in zip(ptx_cases, ptx):
+    wide = compiled.ptx.count("ld.global.v4.b32")
+    narrow = len(re.findall(r"ld\.global\.b32", compiled.ptx))
+    length = "divides by 16" if divides else "does not"
+    print(f"  bounds={bounds!r:<9} length {length:<14}: {wide} x 16 bytes, {narrow} x 4 bytes")
+
+# %%
+# PTX is written for one lane, so the counts are per lane: 128 lanes (4 warps) share a
+# block of 1,024 elements, 8 each. Masked, a length that divides by 16 lets each lane
+# fetch its values 16 bytes at a time; one that does not costs a 4-byte load per value,
+# in every program. The branch keeps the 16-byte loads for every full block and pays
+# the 4-byte ones only in its masked path, which only the last program takes (the PTX
+# holds both paths, hence both counts). Whether the extra
+# instructions cost bandwidth is a question for the clock: the same copy, one element
+# longer than ``TIMED_N``:
+
+odd_n = TIMED_N + 1
+print(f"n = {odd_n:,}: odd_n % 16 = {odd_n % 16}")
+
+
+def bounded_at(bounds, length):
+    def prepare(_):
+        data = vector(length)
+        return lambda: copy(data, bounds=bounds, block_size=block_size)
+    return prepare
+
+
+odd = bench.sweep(
+    "masks against branches, a length not a multiple of 16",
+    [odd_n],
+    {bounds: bounded_at(bounds, odd_n) for bounds in ("mask", "branch")},
+    lambda size, ms: gb_per_s(2 * 4 * size, ms),
+    label="n",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel="elements (float32)",
+)
+odd.summary()
+for run in odd:
+    print(f"{run.gpu}: at n = {odd_n:,} the mask reaches {run.ratio('mask', 'branch'):.3f}x "
+          f"the branch's bandwidth")
 
 # %%
 # What autotuning picks, and what it costs
@@ -434,9 +497,12 @@ print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 #   the block size and warp count landscape is.
 # * Let neighbouring lanes read neighbouring addresses; walking down columns wastes most
 #   of every sector fetched.
-# * Measure what a mask costs before removing it; the cell above compares all three
-#   ways.
+# * Measure what a mask costs before removing it; the cells above compare all three
+#   ways, at a length that divides by 16 and at one that does not.
+# * Read the PTX to see what the compiler made of a kernel: whether loads are 16 bytes
+#   wide depends on what it knows about lengths and pointers.
 # * Autotuning costs compilations and timings on the first call of every new key.
 #
 # Used here: :func:`triton_guide.copy.copy`, :func:`triton_guide.copy.copy_matrix`,
+# :func:`triton_guide.debugging.compile_kernels`,
 # :class:`triton_guide.benchmark.Benchmark`, :func:`triton_guide.benchmark.median_ms`.
