@@ -1700,6 +1700,138 @@ def attention_forward_lazy_kernel(
              acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None])
 
 
+# Experiment: the backward in one kernel, dq added atomically. The package's backward runs
+# two kernels after the delta one: dkdv (per key block: S^T, dP^T, dV and dK, four GEMMs)
+# and dq (per query block: S, dP and dQ, three), seven GEMMs where five carry what the
+# gradients need. FlashAttention-2 and 3 compute dQ inside the dkdv loop instead, from the
+# same dS, and add each program's share into a float32 buffer atomically. That saves two of
+# the seven GEMMs, at the price of one (BLOCK_M, head_dim) float32 reduction into global
+# memory per step: a TMA reduction (``desc.atomic_add``, one instruction per tile; the
+# interpreter lacks it) or one ``tl.atomic_add`` per element. dS is scaled by sm_scale
+# before dK and dQ use it, so dQ needs only a cast.
+# ``python benchmarks/tune.py attention_fused_backward``.
+@triton.jit
+def _fused_backward_block_loop(
+    dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch, head,
+    offs_n, qk_scale, sm_scale, start, end, seq_len, HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr,
+    TMA_REDUCE: tl.constexpr,
+):
+    BLOCK_D: tl.constexpr = k.shape[1]
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    for start_m in range(start, end, BLOCK_M):
+        offs_m = start_m + offs_m0
+        row_mask = offs_m < seq_len
+        q = _rows(q_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
+        lse = tl.load(lse_base + offs_m, mask=row_mask, other=0.0)
+        scores_t = tl.dot(k, tl.trans(q))
+        if CAUSAL_MASK:
+            scores_t = tl.where(offs_m[None, :] >= offs_n[:, None], scores_t, -float("inf"))
+        if BOUNDS_MASK:
+            # Zero keys past the end score 0 and exp2(0 - lse) can overflow; dkdv never
+            # stores their rows, but dQ sums over them.
+            scores_t = tl.where(offs_n[:, None] < seq_len, scores_t, -float("inf"))
+        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
+        do = _rows(do_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
+        dv = tl.dot(probs_t.to(do.dtype), do, dv)
+        delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
+        dprobs_t = tl.dot(v, tl.trans(do))
+        dscores_t = (probs_t * (dprobs_t - delta[None, :]) * sm_scale).to(q.dtype)
+        dk = tl.dot(dscores_t, q, dk)
+        dq = tl.dot(tl.trans(dscores_t), k)
+        if TMA_REDUCE:
+            dq_desc.atomic_add([batch, head, start_m, 0], dq.reshape(1, 1, BLOCK_M, BLOCK_D))
+        else:
+            tl.atomic_add(dq_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq,
+                          mask=row_mask[:, None] & (offs_d[None, :] < HEAD_DIM), sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def attention_backward_fused_kernel(
+    q_desc, k_desc, v_desc, do_desc,
+    dq_desc, dq_ptr,  # the same float32 dq, zeroed before the launch (TMA_REDUCE picks one)
+    lse_ptr, delta_ptr, dk_ptr, dv_ptr, num_heads, seq_len, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA_REDUCE: tl.constexpr = True,
+):
+    block_index = tl.program_id(0)
+    batch_head = tl.program_id(1)
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    head_rows = batch_head.to(tl.int64) * seq_len
+    lse_base = lse_ptr + head_rows
+    delta_base = delta_ptr + head_rows
+    dq_base = dq_ptr + head_rows * HEAD_DIM
+    first_key = block_index * BLOCK_N
+    offs_n = first_key + tl.arange(0, BLOCK_N)
+    k = _rows(k_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
+    v = _rows(v_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    qk_scale = sm_scale * LOG2E
+    if CAUSAL:
+        # Keys past the end are hidden from every real row by the causal mask, and a
+        # partial key block is the last: no query block comes after it.
+        dk, dv = _fused_backward_block_loop(
+            dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch,
+            head, offs_n, qk_scale, sm_scale, first_key,
+            tl.minimum(first_key + BLOCK_N, seq_len), seq_len, HEAD_DIM, BLOCK_M, CAUSAL_MASK=True, BOUNDS_MASK=False,
+            TMA_REDUCE=TMA_REDUCE)
+        dk, dv = _fused_backward_block_loop(
+            dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch,
+            head, offs_n, qk_scale, sm_scale, first_key + BLOCK_N, seq_len, seq_len, HEAD_DIM,
+            BLOCK_M, CAUSAL_MASK=False, BOUNDS_MASK=False, TMA_REDUCE=TMA_REDUCE)
+    elif first_key + BLOCK_N <= seq_len:
+        dk, dv = _fused_backward_block_loop(
+            dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch,
+            head, offs_n, qk_scale, sm_scale, 0, seq_len, seq_len, HEAD_DIM,
+            BLOCK_M, CAUSAL_MASK=False, BOUNDS_MASK=False, TMA_REDUCE=TMA_REDUCE)
+    else:
+        dk, dv = _fused_backward_block_loop(
+            dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch,
+            head, offs_n, qk_scale, sm_scale, 0, seq_len, seq_len, HEAD_DIM,
+            BLOCK_M, CAUSAL_MASK=False, BOUNDS_MASK=True, TMA_REDUCE=TMA_REDUCE)
+    offs_d = tl.arange(0, BLOCK_D)
+    offsets = head_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
+    tl.store(dk_ptr + offsets, dk.to(dk_ptr.dtype.element_ty), mask=tile_mask)
+    tl.store(dv_ptr + offsets, dv.to(dv_ptr.dtype.element_ty), mask=tile_mask)
+
+
+# (BLOCK_M, BLOCK_N, num_stages, num_warps) for the fused backward. Compiled for sm_90a with
+# Triton 3.6 (ptxas -v, fp16, full attention), the TMA-reduction kernels fit an H100's
+# 227 KiB of shared memory without spills except where noted; the dQ tile's staging and
+# the transposed dS take shared memory that the package's dkdv picks, (64, 128, 3+, 8) at
+# head_dim 128, no longer have (322 KiB). The first FUSED_POINTER_ATOMICS of each list
+# also run with pointer atomics, which need less. BLOCK_M 32 makes ptxas serialise the
+# wgmma instructions (warning C7515).
+FUSED_BACKWARD_CANDIDATES = {
+    64: [(64, 128, 3, 8), (64, 64, 3, 4), (64, 128, 2, 8), (64, 64, 2, 4), (32, 64, 3, 4)],
+    128: [(64, 64, 2, 8),
+          (64, 64, 3, 8),  # TMA: 290 KiB, too much; pointer atomics: 226 KiB
+          (64, 128, 2, 8),  # TMA: 257 KiB, too much; pointer atomics: 193 KiB, spills 604 B
+          (64, 64, 2, 4),  # spills 292 B
+          (32, 128, 2, 8)],  # spills 108 B
+}
+FUSED_POINTER_ATOMICS = 3
+
+
+def _compile_fused(jobs):
+    """Run each (cfg, tma_reduce, dtype, dim, causal) of the fused backward once at a small
+    size: fills Triton's cache (as :func:`_compile_jobs` does for the package's kernels)."""
+    for cfg, tma_reduce, dtype, dim, causal in jobs:
+        problem = AttentionProblem(dtype, 1, 16, 256, dim, causal)
+        problem.out, problem.lse = problem.mod.attention_forward(
+            problem.q, problem.k, problem.v, causal, problem.scale)
+        try:
+            problem.fused_backward(cfg, tma_reduce)()
+        except Exception:  # out of shared memory: the sweep reports it
+            pass
+    torch.cuda.synchronize()
+
+
 class AttentionProblem:
     """Inputs, outputs and the backward's intermediates of one attention case."""
 
@@ -1759,6 +1891,29 @@ class AttentionProblem:
                 *descs, self.dk, self.dv, *common, **meta)
         grid = (triton.cdiv(self.seq, bm), self.batch_heads)
         return lambda: m.attention_backward_dq_kernel.fn[grid](*descs, self.dq, *common, **meta)
+
+    def fused_backward(self, cfg, tma_reduce=True):
+        """A no-argument callable: the delta kernel, then the fused experiment above with
+        one configuration, its float32 dq zeroed before and cast into ``self.dq`` after."""
+        bm, bn, stages, warps = cfg
+        m = self.mod
+        dq_sum = torch.empty(self.q.shape, device=self.q.device, dtype=torch.float32)
+        desc = {name: m._descriptor(getattr(self, name), rows, self.dim)
+                for name, rows in (("q", bm), ("k", bn), ("v", bn), ("do", bm))}
+        dq_desc = m._descriptor(dq_sum, bm, self.dim)
+        grid = (triton.cdiv(self.seq, bn), self.batch_heads)
+        preprocess = self.preprocess()
+
+        def run():
+            preprocess()
+            dq_sum.zero_()
+            attention_backward_fused_kernel[grid](
+                desc["q"], desc["k"], desc["v"], desc["do"], dq_desc, dq_sum, self.lse,
+                self.delta, self.dk, self.dv, self.heads, self.seq, self.scale,
+                HEAD_DIM=self.dim, BLOCK_D=self.dim, CAUSAL=self.causal, BLOCK_M=bm,
+                BLOCK_N=bn, TMA_REDUCE=tma_reduce, num_stages=stages, num_warps=warps)
+            self.dq.copy_(dq_sum)
+        return run
 
     def preprocess(self):
         m = self.mod
@@ -1897,6 +2052,94 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
               f"min {min(values):.2f}")
 
 
+def tune_attention_fused_backward(cases, candidates=FUSED_BACKWARD_CANDIDATES, rounds=3,
+                                  pointer_atomics=FUSED_POINTER_ATOMICS):
+    """The whole backward (delta, dK, dV, dQ) three ways: the package's kernels as its
+    launcher picks them, the fused experiment above at each configuration, and cuDNN
+    through autograd. GPU time by ``queued_ms`` on rotating copies, medians of ``rounds``
+    rounds in which the variants take turns; every variant is checked against cuDNN's
+    gradients first. The first ``pointer_atomics`` configurations also run with one
+    ``tl.atomic_add`` per element instead of the TMA reduction."""
+    from statistics import median
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    from triton_guide.benchmark import copies_for_cold_cache, queued_ms
+
+    import multiprocessing as mp
+
+    jobs = sorted({(cfg, tma, dtype, dim, causal) for dtype, _, _, _, dim, causal in cases
+                   for i, cfg in enumerate(candidates[dim])
+                   for tma in ((True, False) if i < pointer_atomics else (True,))}, key=str)
+    start = time.time()
+    with mp.get_context("spawn").Pool(12) as pool:
+        pool.map(_compile_fused, [jobs[i::12] for i in range(12)])
+    print(f"compiled {len(jobs)} fused kernels in {time.time() - start:.0f} s", flush=True)
+    print("attention backward: TFLOP/s (2.5x the forward's FLOPs), GPU time; ours / cuDNN")
+    for dtype, batch, heads, seq, dim, causal in cases:
+        shape = (batch, heads, seq, dim)
+        flops = 2.5 * 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1)
+        tag = f"{str(dtype)[6:]} B{batch} H{heads} N{seq} d{dim} {'causal' if causal else 'full'}"
+        copies = copies_for_cold_cache(4 * batch * heads * seq * dim * dtype.itemsize)
+        problems = [AttentionProblem(dtype, batch, heads, seq, dim, causal)
+                    for _ in range(copies)]
+        leaves = []
+        for p in problems:
+            p.out, p.lse = p.mod.attention_forward(p.q, p.k, p.v, causal, p.scale)
+            q, k, v = (t.detach().clone().requires_grad_() for t in (p.q, p.k, p.v))
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                leaves.append(((q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=causal)))
+        first = problems[0]
+        (q, k, v), out = leaves[0]
+        expected = torch.autograd.grad(out, (q, k, v), first.do, retain_graph=True)
+        calls = {"cuDNN": [lambda x=x, o=o, p=p: torch.autograd.grad(o, x, p.do, retain_graph=True)
+                           for (x, o), p in zip(leaves, problems)],
+                 "package": [lambda p=p: p.mod.attention_backward(
+                     p.do, p.q, p.k, p.v, p.out, p.lse, causal, p.scale) for p in problems]}
+        failed = {}
+        got = first.mod.attention_backward(first.do, first.q, first.k, first.v, first.out,
+                                           first.lse, causal, first.scale)
+        errors = {"package": max(relative_error(g, e) for g, e in zip(got, expected))}
+        variants = ([(f"fused {cfg}", cfg, True) for cfg in candidates[dim]]
+                    + [(f"fused {cfg} pointer atomics", cfg, False)
+                       for cfg in candidates[dim][:pointer_atomics]])
+        for name, cfg, tma_reduce in variants:
+            try:
+                run = first.fused_backward(cfg, tma_reduce)
+                for t in (first.dq, first.dk, first.dv):
+                    t.fill_(float("nan"))
+                run()
+                error = max(relative_error(g, e) for g, e in
+                            zip((first.dq, first.dk, first.dv), expected))
+            except Exception as e:  # out of shared memory, say
+                failed[name] = type(e).__name__
+                continue
+            if not error < 2e-2:
+                failed[name] = f"wrong {error:.1e}"
+                continue
+            errors[name] = error
+            calls[name] = [p.fused_backward(cfg, tma_reduce) for p in problems]
+        times = {name: [] for name in calls}
+        unclean = set()
+        for _ in range(rounds):
+            for name, fns in calls.items():
+                ms, covered = queued_ms(fns, rounds=3)
+                times[name].append(ms)
+                if not covered:
+                    unclean.add(name)
+        ms = {name: median(values) for name, values in times.items()}
+        cudnn = ms.pop("cuDNN")
+        cells = "  ".join(f"{name} {tflop_per_s(flops, t):4.0f} {cudnn / t:4.2f}x "
+                          f"(err {errors[name]:.1e})"
+                          for name, t in sorted(ms.items(), key=lambda item: item[1]))
+        print(f"  {tag:<34} cuDNN {tflop_per_s(flops, cudnn):4.0f} | {cells}"
+              + (f" | failed: {failed}" if failed else "")
+              + (f" | too few clean rounds: {sorted(unclean)}" if unclean else ""), flush=True)
+        del problems, leaves, calls, q, k, v, out, expected, got
+        torch.cuda.empty_cache()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="+",
@@ -1909,7 +2152,8 @@ def main():
                                  "matmul_persistent",
                                  "softmax", "softmax_persistent", "softmax_registers",
                                  "attention", "attention_persistent", "attention_configs",
-                                 "attention_flat", "attention_lazy", "attention_timing"])
+                                 "attention_flat", "attention_lazy", "attention_timing",
+                                 "attention_fused_backward"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     start = time.time()
@@ -2053,6 +2297,13 @@ def main():
         tune_attention_timing([(f16, 16, 16, 2048, 128, False), (f16, 32, 16, 1024, 128, False),
                                (bf16, 16, 16, 2048, 128, False), (f16, 2, 16, 16384, 128, False),
                                (f16, 16, 16, 2048, 128, True)])
+    if "attention_fused_backward" in args.what:  # dQ in the dkdv loop, added atomically
+        f16, bf16 = torch.float16, torch.bfloat16
+        cases = [(f16, 2, 16, 16384, 128, False), (f16, 2, 16, 16384, 128, True),
+                 (f16, 8, 16, 4096, 128, False), (f16, 8, 16, 4096, 128, True),
+                 (f16, 32, 16, 1024, 128, False), (bf16, 2, 16, 16384, 128, False),
+                 (f16, 1, 32, 16384, 64, False), (f16, 4, 32, 4096, 64, True)]
+        tune_attention_fused_backward(cases[:2] if args.quick else cases)
     print(f"done in {time.time() - start:.0f} s")
 
 
