@@ -332,19 +332,10 @@ for (bounds, divides), compiled in zip(ptx_cases, ptx):
 
 odd_n = TIMED_N + 1
 print(f"n = {odd_n:,}: odd_n % 16 = {odd_n % 16}")
-
-
-def bounded_at(bounds, length):
-    def prepare(_):
-        data = vector(length)
-        return lambda: copy(data, bounds=bounds, block_size=block_size)
-    return prepare
-
-
 odd = bench.sweep(
     "masks against branches, a length not a multiple of 16",
     [odd_n],
-    {bounds: bounded_at(bounds, odd_n) for bounds in ("mask", "branch")},
+    {bounds: bounded(bounds) for bounds in ("mask", "branch")},
     lambda size, ms: gb_per_s(2 * 4 * size, ms),
     label="n",
     unit="GB/s",
