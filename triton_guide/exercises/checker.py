@@ -564,7 +564,15 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
     computed_nan = bad & actual.isnan() & ~unwritten & ~expected.isnan()
     if computed_nan.any():
         sources = set(bits[computed_nan].tolist())
-        if UNDEFINED_BITS in sources:
+        wrong_numbers = int((bad & ~actual.isnan()).sum())
+        if UNDEFINED_BITS in sources and wrong_numbers:
+            details.append(f"The NaN of a masked-off lane, and "
+                           f"{_count(wrong_numbers, 'other wrong element')} that are "
+                           "numbers, which other= would not fix: values land at "
+                           "the wrong positions, and so do the masked-off lanes. Is the "
+                           "tile built the wrong way round ([:, None] and [None, :] "
+                           "swapped), or an offset computed with the wrong stride?")
+        elif UNDEFINED_BITS in sources:
             details.append("The NaN of a masked-off lane: a tl.load with a mask and no "
                            "other= leaves those lanes undefined on a GPU (NaN here); give "
                            "other= a value that changes nothing, such as 0.0 for a sum.")

@@ -65,4 +65,8 @@ MISTAKES = [
             "n=1"),
     Mistake("unit_stride_x", "reads x as if it were contiguous",
             "x.stride(0), y.stride(0)", "1, y.stride(0)", "non_contiguous"),
+    Mistake("tile_transposed", "x along the columns and y down the rows: for square tiles "
+            "it still broadcasts, to the transposed tile",
+            "x[:, None] * y[None, :], mask=mask", "x[None, :] * y[:, None], mask=mask",
+            "tail_of_1", reported="which other= would not fix"),
 ]

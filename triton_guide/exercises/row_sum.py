@@ -78,7 +78,7 @@ MISTAKES = [
     Mistake("mask_without_other", "the masked-off lanes are loaded without other=0.0: "
             "undefined on a GPU, added into the sum",
             "mask=mask, other=0.0)", "mask=mask)", "tail_of_1",
-            reported="The NaN of a masked-off lane",
+            reported="The NaN of a masked-off lane: a tl.load with a mask and no other=",
             needs_interpreter=True),
     Mistake("contiguous_copy", "solve hands the kernel x.contiguous(): right, but a whole "
             "extra pass over memory, and the strides never practised",
