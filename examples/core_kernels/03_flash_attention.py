@@ -16,8 +16,9 @@ You will learn:
 * the online-softmax fix, run by hand, then in a first Triton kernel (two passes) and a
   one-pass kernel, each checked against PyTorch;
 * what the production kernel adds: ``exp2``, masks only where needed, causal masking;
-* how many bytes flash attention really moves (keys and values are read once per query
-  block);
+* how many bytes flash attention moves: keys and values are read once per query block,
+  but the L2 cache serves most of those re-reads, so memory sees little more than the
+  inputs and the output, once each;
 * the backward pass: recomputing probabilities instead of storing them;
 * what each step buys, and TFLOP/s next to PyTorch's ``scaled_dot_product_attention``
   (its flash and cuDNN backends).
@@ -43,13 +44,14 @@ device = runtime.device()
 # %%
 # Naive attention moves an N x N matrix
 # -------------------------------------
-# ``S = Q K^T`` has one score per (query, key) pair. A naive implementation writes ``S``,
-# reads it for the softmax, writes ``P``, and reads ``P`` again for ``P V``: four passes
-# over N x N matrices at the least (PyTorch's reference in step 1 below makes more, since
-# scaling the scores is a pass of its own). For a typical long-context shape those
-# matrices dwarf the inputs. The rates that turn bytes and FLOPs into time are each GPU's
-# two ceilings, a 1 GiB device-to-device copy and a large cuBLAS product, measured live on
-# this build's GPU or recorded on the others:
+# ``S = Q K^T`` has one score per (query, key) pair (unscaled: the softmax takes
+# ``S / sqrt(d)``). A naive implementation writes ``S``, reads it for the softmax, writes
+# ``P``, and reads ``P`` again for ``P V``: four passes over N x N matrices at the least
+# (PyTorch's reference in step 1 below makes more, since scaling the scores is a pass of
+# its own). For a typical long-context shape those matrices dwarf the inputs. The rates
+# that turn bytes and FLOPs into time are each GPU's two ceilings, a 1 GiB
+# device-to-device copy and a large cuBLAS product, measured live on this build's GPU or
+# recorded on the others:
 
 B, H, N, D = 4, 32, 16384, 128
 element_bytes = 2  # float16
@@ -219,11 +221,18 @@ check_step(attention_online, "step 3 (one pass) ")
 #   masks in registers, and rows past the end of a head arrive as zeros. On older GPUs
 #   Triton turns the same code into ordinary loads. TMA wants 16-byte aligned strides; an
 #   input that has others is first copied into a layout that has them.
-# * **Software pipelining.** ``num_stages`` asks the compiler to keep that many key and
-#   value tiles in flight, so the next ones load while the tensor cores use the current.
-# * **exp2 with the scale folded in.** The hardware computes ``2^x``. The kernel scales the
-#   row maxima, not every score, by ``sm_scale * log2(e)``; each exponent is then one fused
-#   multiply-add, ``exp2(s * c - m)``.
+# * **Pipeline depth, tuned.** Steps 2 and 3 already pipeline their loads: their launcher
+#   passes ``num_stages=2``, so the compiler loads the next key and value tiles while the
+#   tensor cores use the current ones. ``num_stages`` is the number of buffers per tile,
+#   so about ``num_stages - 1`` loads run ahead of the computation. Step 4 lets the
+#   autotuner choose that depth together with the block shapes.
+# * **exp2 with the scale folded in.** The hardware computes ``2^x``, and
+#   ``e^y = 2^(y * log2(e))``, so the kernel works in base 2 with
+#   ``c = sm_scale * log2(e)``. It takes each row's maximum over the raw scores ``x`` and
+#   scales only that maximum by ``c`` (``max(x) * c = max(x * c)``, as ``c > 0``), so the
+#   running maximum ``m`` is in scaled units. No separate pass multiplies every score by
+#   ``c``: that happens inside the exponent, ``exp2(x * c - m)``, one fused multiply-add
+#   per score.
 # * **Masks only where needed.** ``tl.constexpr`` flags, compiled away when off, switch the
 #   masks on for the one partial key block at the end of the sequence and, when causal,
 #   for the blocks on the diagonal; blocks past the diagonal are never visited.
@@ -241,8 +250,11 @@ check_step(attention_online, "step 3 (one pass) ")
 #    :pyobject: _forward_block_loop
 #
 # The kernel loads its query block once, runs that loop over the key ranges, and stores
-# the normalised output together with each row's log-sum-exp (``m + log2(l)``), which the
-# backward pass needs:
+# the normalised output together with each row's log-sum-exp, which the backward pass
+# needs. It is in base 2: ``lse = m + log2(l)``, with ``m`` the running maximum of the
+# scores already multiplied by ``c`` and ``l`` the sum of ``exp2(x * c - m)``. That is
+# ``log2`` of the softmax's denominator, not the natural ``m + log(l)`` of
+# ``online_attention`` above, whose ``m`` and ``l`` are in base ``e``:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_forward_kernel
@@ -271,10 +283,11 @@ def block_pairs(n, block_m, block_n, causal):
     return visited, masked
 
 
+print("key blocks visited per (batch, head), all its query blocks together:")
 for n in (1024, 4096, 16384):
     full, _ = block_pairs(n, 128, 64, causal=False)
     visited, masked = block_pairs(n, 128, 64, causal=True)
-    print(f"N = {n:>5}: full attention visits {full:>6} key blocks, causal {visited:>6} "
+    print(f"  N = {n:>5}: full attention {full:>6}, causal {visited:>6} "
           f"({visited / full:.1%}), of which {masked} need the mask")
 
 # %%
@@ -334,8 +347,9 @@ for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
 # many (128-row blocks; last column), and stay memory bound. Most of those reads do not
 # reach memory. The grid's first axis is the query block, so the programs of one head are
 # launched together, and they read the same K and V, which are small next to the L2 cache
-# (an H100's holds 50 MB). Re-reads that hit in L2 leave memory with Q, K, V and the
-# output, each moved once per head, and the FLOPs per byte of *that* grow with N:
+# (50 MB on an H100, per NVIDIA's H100 specification). Re-reads that hit in L2 leave
+# memory with Q, K, V and the output, each moved once per head, and the FLOPs per byte of
+# *that* grow with N:
 
 for n in (1024, 4096, 16384):
     once = 4 * n * d * 2  # q, k, v and out of one head, float16
@@ -343,9 +357,10 @@ for n in (1024, 4096, 16384):
           f"{once / 1e6:4.1f} MB, {4 * n * n * d / once:5.0f} FLOP/B")
 
 # %%
-# Past a few hundred FLOPs per byte the work is bound by the matrix units, not by memory.
-# The ladder below checks which count holds: step 3 runs faster than its blocks would
-# allow if every read of K and V came from memory. The tiles still
+# Once this count passes the FLOPs per byte a GPU needs to be compute bound (printed
+# above, per GPU), the work is bound by the matrix units, not by memory. The section
+# "What each step buys" below checks which count holds: step 3 runs faster than its blocks
+# would allow if every read of K and V came from memory. The tiles still
 # matter: every read of K and V, from L2 or not, costs bandwidth inside the chip, and a
 # program does about ``BLOCK_M`` FLOPs per byte of K and V it reads, which is why larger
 # query blocks pay. Flash attention's own gain is the N x N traffic it never makes, and the
@@ -354,16 +369,26 @@ for n in (1024, 4096, 16384):
 # %%
 # The backward pass
 # -----------------
-# With ``P = softmax(S)``, ``O = P V`` and upstream gradient ``dO``:
+# With ``s`` the softmax scale (``sm_scale``), ``P = softmax(s S)``, ``O = P V`` and
+# upstream gradient ``dO``, and ``dS`` the gradient with respect to the scaled scores
+# ``s S``:
 #
 # .. math::
 #
 #    dV = P^T dO, \quad dP = dO\, V^T, \quad dS = P \circ (dP - \Delta), \quad
-#    \Delta_i = \sum_d O_{id}\, dO_{id}, \quad dQ = dS\, K \cdot s, \quad dK = dS^T Q \cdot s
+#    dQ = dS\, K \cdot s, \quad dK = dS^T Q \cdot s
 #
-# where ``s`` is the softmax scale. Storing ``P`` would bring back the N x N matrix, so the
-# backward kernels recompute it from ``Q``, ``K`` and the saved log-sum-exp:
-# ``P = exp2(S * scale * log2(e) - lse)``. A small kernel first computes ``Delta``. Then one
+# where ``Delta`` is subtracted from every entry of its row, and
+#
+# .. math::
+#
+#    \Delta_i = \sum_j P_{ij}\, dP_{ij} = \sum_j P_{ij} \sum_d dO_{id}\, V_{jd}
+#    = \sum_d (P V)_{id}\, dO_{id} = \sum_d O_{id}\, dO_{id}
+#
+# The last form needs only ``O`` and ``dO``, one row each, so ``Delta`` is computed without
+# ``P``. Storing ``P`` would bring back the N x N matrix, so the backward kernels recompute
+# it from ``Q``, ``K`` and the saved base-2 log-sum-exp: ``P = exp2(S * c - lse)``, with
+# ``c = s * log2(e)`` as in the forward. A small kernel first computes ``Delta``. Then one
 # kernel owns a block of keys and accumulates ``dK`` and ``dV`` over all query blocks,
 # reading the query and ``dO`` tiles through descriptors as the forward reads keys:
 #
@@ -375,8 +400,13 @@ for n in (1024, 4096, 16384):
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _dq_block_loop
 #
-# Each output block has exactly one owner, so no atomics are needed. ``attention`` wraps the
-# launches in a ``torch.autograd.Function``, so ``loss.backward()`` just works:
+# Each output block has exactly one owner, so no atomics are needed. The forward and the
+# backward launchers are each registered as a PyTorch operator with
+# ``torch.library.custom_op``, and ``register_autograd`` makes the backward operator the
+# forward's gradient. When an input requires gradients, ``attention`` calls the forward
+# operator, so ``loss.backward()`` just works. The
+# :ref:`next page <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` shows
+# how to register a kernel this way:
 
 for causal in (False, True):
     q, k, v = (torch.randn(shape, device=device, requires_grad=True) for _ in range(3))
@@ -398,8 +428,10 @@ for causal in (False, True):
 # its FlashAttention-2 and cuDNN backends, timed in the same run. FLOPs count
 # ``4 B H N^2 D`` for every variant (step 2 does more work, for the same result).
 # FlashAttention-2 was written for the GPUs before Hopper: it uses neither the Tensor
-# Memory Accelerator (TMA) nor Hopper's warpgroup matrix instructions, which is why a
-# Triton kernel compiled for Hopper can pass it. cuDNN's kernels use both.
+# Memory Accelerator (TMA) nor Hopper's warpgroup matrix instructions (``wgmma``:
+# tensor-core instructions that four warps issue together, which ``tl.dot`` emits on
+# Hopper). That is why a Triton kernel compiled for Hopper can pass it. cuDNN's kernels
+# use both.
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -478,8 +510,11 @@ for run in ladder:
 # %%
 # Where step 3 runs faster than memory alone allows, most of its reads of K and V came from
 # the L2 cache. Step 2 to step 3 removes the first pass over the keys, a third of the matrix
-# products (step 2 computes ``Q K^T`` twice); step 3 to step 4 is the production kernel's
-# tiles, ``exp2`` and masks only where needed, TMA loads and autotuned blocks.
+# products (step 2 computes ``Q K^T`` twice), and with it work that is not a matrix
+# product: a second read of the keys, a second exponential of every score, and a division
+# of every probability by its row's sum. Step 3 to step 4 is the production kernel's
+# tiles, ``exp2`` and masks only where needed, TMA loads, and autotuned blocks and
+# pipeline depths.
 
 # %%
 # Performance
@@ -589,7 +624,8 @@ benchmark(backward=True, causal=True)
 # * On Hopper, read tiles through tensor descriptors: the TMA unit fetches them while
 #   the warps compute.
 #
-# Used here: :func:`triton_guide.attention`, :func:`triton_guide.attention_reference`,
+# Used here: :func:`~triton_guide.attention.attention`,
+# :func:`triton_guide.attention_reference`,
 # :func:`triton_guide.attention_steps.attention_two_pass`,
 # :func:`triton_guide.attention_steps.attention_online`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.
