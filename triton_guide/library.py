@@ -1,16 +1,28 @@
-"""How the ops reach autograd and ``torch.compile``: each is a registered PyTorch operator.
+"""How five of the ops reach autograd and ``torch.compile``: as registered PyTorch operators.
 
-Every public op validates its arguments in Python, then either launches its kernel
-directly or, when autograd has to record the call or ``torch.compile`` is tracing it, calls
-its operator in the ``triton_guide`` namespace (``torch.ops.triton_guide.<op>``). The
-operator's implementation is the same launcher, and beside it each module registers
+``vector_add``, ``transpose``, ``matmul``, ``softmax`` and ``attention`` are registered with
+:func:`torch.library.custom_op` in the ``triton_guide`` namespace
+(``torch.ops.triton_guide.matmul``, ...; softmax and attention as a forward and a backward
+operator each, such as ``softmax`` and ``softmax_backward``). Each public function
+validates its arguments in Python, then either launches its kernel directly or, when
+autograd has to record the call or ``torch.compile`` is tracing it
+(:func:`through_operator`), calls its operator, whose implementation is the same launcher.
+Beside it the module registers
 
 * a *fake* implementation, which says the output's shape, dtype and strides without
   running anything (``torch.compile`` traces with such stand-in tensors), and
-* an autograd formula (the backward), itself made of registered operators.
+* an autograd formula (the backward): for ``vector_add`` the incoming gradient passed on
+  unchanged, for ``transpose`` and ``matmul`` the op's own operator again (so their
+  gradients can be differentiated in turn), and for ``softmax`` and ``attention`` a
+  backward operator that launches backward kernels.
 
-A backward built from kernels that have no backward of their own cannot be differentiated
-again; :func:`refuse_double_backward` turns that into an error that says so.
+Those backward kernels have no backward of their own, so softmax's and attention's
+gradients cannot be differentiated again; :func:`refuse_double_backward` turns that into an
+error that says so.
+
+The other ops do not go through this module. ``cross_entropy``, ``layer_norm`` and
+``rms_norm`` are :class:`torch.autograd.Function` subclasses: autograd records them, but
+they are not operators and have no fake implementation. ``vector_sum`` has no backward.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import torch
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
+from triton_guide.softmax import _num_warps  # private: how the launcher picks num_warps
 from triton_guide.testing import assert_close, tolerance
 
 import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
@@ -58,30 +59,45 @@ print("exp(row - max) / sum:  ", (shifted.exp() / shifted.exp().sum()).tolist())
 # .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_naive
 #
-# For an M x N input that is ``5MN + 2M`` elements read and ``3MN + 2M`` written, against
-# ``MN`` read and ``MN`` written for a kernel that keeps the row on chip:
+# For an M x N input that is ``5MN + 2M`` float elements read and ``3MN + 2M`` written,
+# against ``MN`` read and ``MN`` written for a kernel that keeps the row on chip.
+# ``x.max(dim=-1)`` also returns where each maximum is, so the naive version writes ``M``
+# int64 indices as well; the count below keeps to float elements and gives the indices'
+# bytes apart:
+
+
+def naive_elements(m, n):
+    return (5 * m * n + 2 * m) + (3 * m * n + 2 * m)
+
+
+def fused_elements(m, n):
+    return 2 * m * n
+
 
 M, N = 4096, 4096
-naive_elements = (5 * M * N + 2 * M) + (3 * M * N + 2 * M)
-fused_elements = 2 * M * N
-print(f"M = N = {N}, float32: naive moves {naive_elements * 4 / 1e6:.0f} MB, fused "
-      f"{fused_elements * 4 / 1e6:.0f} MB")
-print(f"fused moves {naive_elements / fused_elements:.1f}x less")
+print(f"M = N = {N}, float32: naive moves {naive_elements(M, N) * 4 / 1e6:.0f} MB (and "
+      f"{M * torch.int64.itemsize / 1e6:.2f} MB of int64 indices), fused "
+      f"{fused_elements(M, N) * 4 / 1e6:.0f} MB")
+traffic_ratio = naive_elements(M, N) / fused_elements(M, N)
+print(f"fused moves {traffic_ratio:.1f}x fewer float elements")
 
 # %%
 # Fused, one pass
 # ---------------
 # Each program takes whole rows. A row fits in one block (``BLOCK_SIZE`` is the row length
 # rounded up to a power of two), so it is read once, reduced twice in registers and written
-# once. Lanes past the end of the row read ``-inf``: they change neither the maximum nor
-# the sum.
+# once. A *lane* is one element position of a block; the threads of the program's warps
+# share the lanes out, each thread holding several when the block has more lanes than the
+# program has threads. Lanes past the end of the row read ``-inf``: they change neither the
+# maximum nor the sum.
 #
 # The tile is ``BLOCK_ROWS x BLOCK_SIZE``: for long rows ``BLOCK_ROWS`` is 1, one row per
-# program. A 128-element row alone would leave each of a program's 128 threads one element
-# to load and then two reductions to wait for, so short rows are taken several to a program
-# until the tile holds ``ONE_PASS_TILE`` elements; ``axis=1`` reduces each row of the tile
-# on its own. The last program's tile can hang past the last row: those lanes re-read the
-# last row and store nothing.
+# program. The launcher picks ``num_warps`` from the size of the tile (``_num_warps`` in
+# ``triton_guide/softmax.py``). A 128-element row alone would get the threads printed on the
+# last line below, each with one element to load and then two reductions to wait for, so
+# short rows are taken several to a program until the tile holds ``ONE_PASS_TILE``
+# elements; ``axis=1`` reduces each row of the tile on its own. The last program's tile
+# can hang past the last row: those lanes re-read the last row and store nothing.
 #
 # .. literalinclude:: /../triton_guide/softmax.py
 #    :pyobject: softmax_kernel
@@ -89,10 +105,23 @@ print(f"fused moves {naive_elements / fused_elements:.1f}x less")
 # This stops working when a row no longer fits in registers: here, beyond
 # ``MAX_ONE_PASS_BLOCK`` elements.
 
+WARP_SIZE = 32  # threads in a warp on NVIDIA GPUs
+
+
+def threads(elements):
+    """num_warps as softmax() picks it for a tile of this many elements, and the lanes."""
+    warps = _num_warps(elements)
+    per_thread = elements // (warps * WARP_SIZE)
+    return (f"num_warps {warps}, {warps} x {WARP_SIZE} = {warps * WARP_SIZE} threads, "
+            f"{per_thread} lane{'' if per_thread == 1 else 's'} each")
+
+
 print("MAX_ONE_PASS_BLOCK =", MAX_ONE_PASS_BLOCK, " ONE_PASS_TILE =", ONE_PASS_TILE)
 for length in (128, 1000, 4096):
     block = triton.next_power_of_2(length)
-    print(f"rows of {length}: BLOCK_SIZE {block}, BLOCK_ROWS {one_pass_rows(block)}")
+    rows = one_pass_rows(block)
+    print(f"rows of {length}: BLOCK_SIZE {block}, BLOCK_ROWS {rows}, {threads(rows * block)}")
+print(f"one row of 128 alone: {threads(128)}")
 
 # %%
 # Online softmax
@@ -165,7 +194,7 @@ for n in (128, 1024):
 # ---------------------
 # Rows of odd length, rows holding ``-inf`` (a masked position), large values, and float16.
 
-x = torch.randn(runtime.pick(interpreter=(37, 1000), gpu=(4099, 5003)), device=device)
+x = torch.randn(runtime.pick(interpreter=(37, 1003), gpu=(4099, 5003)), device=device)
 x[0, :700] = -math.inf
 x[1] *= 1e4
 reference = softmax_reference(x.double())
@@ -219,16 +248,26 @@ results = bench.sweep(
 )
 results.plot()
 results.summary(ratios=[("fused (one pass)", "torch.softmax")])
+
+
+def by_length(xs, ratios):
+    return ", ".join(f"{n} {ratio:.2f}" for n, ratio in zip(xs, ratios))
+
+
+def lengths(xs):
+    return ", ".join(str(n) for n in xs) or "none"
+
+
 for run in results:
-    for n in (128, 4096):
-        if n not in run.xs:  # a recording made with other row lengths
-            continue
-        i = run.xs.index(n)
-        fused = run["fused (one pass)"][i]
-        predicted = (f" (its traffic {naive_elements / fused_elements:.1f}x less)"
-                     if n == N else "")
-        print(f"{run.gpu}, 4096 x {n}: fused {fused / run['torch.softmax'][i]:.2f}x "
-              f"torch.softmax, {fused / run['naive (torch ops)'][i]:.2f}x naive{predicted}")
+    fused = run["fused (one pass)"]
+    vs_torch = [ours / theirs for ours, theirs in zip(fused, run["torch.softmax"])]
+    print(f"{run.gpu}, fused / torch.softmax by row length: {by_length(run.xs, vs_torch)}; "
+          f"below 1 at: {lengths([n for n, r in zip(run.xs, vs_torch) if r < 1])}")
+    vs_naive = [ours / theirs for ours, theirs in zip(fused, run["naive (torch ops)"])]
+    traffic = [naive_elements(4096, n) / fused_elements(4096, n) for n in run.xs]
+    print(f"{run.gpu}, fused / naive by row length: {by_length(run.xs, vs_naive)}; traffic "
+          f"ratio {' or '.join(sorted({f'{t:.1f}' for t in traffic}))}; below it at: "
+          f"{lengths([n for n, r, t in zip(run.xs, vs_naive, traffic) if r < t])}")
     wide = [i for i, n in enumerate(run.xs) if n >= 4096]
     if wide:
         ratios = [run["fused (one pass)"][i] / run["torch.softmax"][i] for i in wide]
@@ -236,37 +275,47 @@ for run in results:
               f"{min(ratios):.2f}x to {max(ratios):.2f}x torch.softmax")
     shortest = run.xs.index(min(run.xs))
     nbytes = 2 * 4096 * run.xs[shortest] * 4
-    ours, theirs = (us_per_call(nbytes, run[name][shortest])
-                    for name in ("fused (one pass)", "torch.softmax"))
-    at_copy = (f"; at the copy ceiling the bytes need "
-               f"{us_per_call(nbytes, run.ceiling.value):.1f} us" if run.ceiling else "")
-    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB): fused "
-          f"{ours:.1f} us per call, torch.softmax {theirs:.1f} us ({ours / theirs:.1f}x)"
-          f"{at_copy}")
+    copy_us = us_per_call(nbytes, run.ceiling.value) if run.ceiling else None
+    times = []
+    for name in ("fused (one pass)", "torch.softmax"):
+        us = us_per_call(nbytes, run[name][shortest])
+        multiple = f" ({us / copy_us:.1f}x that)" if copy_us else ""
+        times.append(f"{name} {us:.1f} us{multiple}")
+    at_copy = f"at the copy ceiling {copy_us:.1f} us; " if copy_us else ""
+    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB per call): "
+          f"{at_copy}{', '.join(times)}")
 
 # %%
 # Do not read too much into the ratio at the largest size alone: ``torch.softmax``'s
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
-# is the fairer comparison.
+# is the fairer comparison. Nor is fused ahead at every length: at some of the shorter rows
+# ``torch.softmax`` is the faster, and the line "fused / torch.softmax by row length" names
+# those lengths for each GPU.
 #
-# Against the naive version at 4096 x 4096, the measured gap can be wider than the traffic
-# ratio (both printed above): PyTorch's separate reductions and elementwise kernels do not
-# each run at copy speed, so counting trips gives a lower bound on the gap.
+# Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
+# The line "fused / naive by row length" sets the measured gap beside the traffic ratio at
+# every length and names the lengths where it falls short. On long rows the gap is wider
+# than the count: PyTorch's separate reductions and elementwise kernels do not each run at
+# copy speed. On short rows, where bytes are not what a call costs (next paragraph), it
+# can be narrower.
 #
 # Read the left end of the plot with care. A call on 128-wide rows moves a few megabytes,
-# and both times per call printed above are several times what those bytes need at the
-# copy ceiling: at this size a call costs mostly what every launch costs, and each call is
-# timed as a program makes it, host included. Ours spends that time in Python (the
-# argument checks, then Triton's launcher) where ``torch.softmax`` runs C++, and how long
-# that takes depends on the host and its load at the moment: at this end the recorded
-# ratios say more about the host than about either kernel, and can differ between runs
-# and machines while the long rows agree.
+# which the copy ceiling would move in the time printed on the last line for each GPU, and
+# both softmaxes take several times that (the multiples are printed beside their times).
+# At this size the bytes are not what costs: every kernel pays fixed costs whatever its
+# size (the launch, filling the GPU with programs, and a last wave of programs that leaves
+# much of the GPU idle while it finishes), and on rows this short those costs are most of
+# a call's time. Host time shorter than a cache clearing does not show in these times:
+# ``do_bench`` clears the L2 cache with a kernel before every timed call and starts the
+# clock when that kernel ends, and the call is launched while it still runs.
 
 # %%
 # Takeaways
 # ---------
-# * Count memory trips: for memory-bound work they predict the speed.
+# * Count memory trips: for memory-bound work they give a rough estimate of the speed,
+#   closest where the bytes, not fixed costs, take the time.
 # * Fuse the steps so each element is read once and written once.
-# * Give every program enough elements: short rows go several to a program.
+# * Short rows are packed several to a program (``BLOCK_ROWS`` in ``softmax_kernel``), so
+#   that each thread holds more than one element of the tile.
 # * A running max and a running sum, rescaled by ``exp(m - m')``, make softmax streamable.

@@ -21,9 +21,11 @@ You will learn:
 # %%
 import torch
 
-# triton_guide first: without a GPU it switches on the Triton interpreter, which must
-# happen before Triton itself is imported.
-from triton_guide import runtime, softmax
+# triton_guide first: without a GPU it sets TRITON_INTERPRET=1, which Triton reads each
+# time @triton.jit decorates a function. So it must be set before any kernel is defined,
+# this page's included, and before Triton is imported, since importing Triton defines its
+# own library functions (tl.max, tl.sum, ...) with the same decorator.
+from triton_guide import matmul, runtime, softmax
 from triton_guide.testing import assert_close, tolerance
 
 import triton  # noqa: E402
@@ -36,10 +38,17 @@ device = runtime.device()
 # %%
 # The gradient of softmax
 # -----------------------
-# For one row, ``y = softmax(x)`` and a gradient ``dy`` arriving from the loss, the chain
-# rule through ``y_j = exp(x_j) / sum_k exp(x_k)`` gives
+# For one row, ``y = softmax(x)`` and a gradient ``dy`` arriving from the loss. Every
+# output of the row depends on every input: differentiating
+# ``y_i = exp(x_i) / sum_k exp(x_k)`` gives the Jacobian
 #
-# .. math:: \frac{\partial L}{\partial x_j} = y_j \Big(dy_j - \sum_k dy_k \, y_k\Big)
+# .. math:: \frac{\partial y_i}{\partial x_j} = y_i \, (\delta_{ij} - y_j)
+#
+# where ``delta_ij`` is 1 when ``i = j`` and 0 otherwise. The chain rule sums over the
+# outputs, and the ``delta`` keeps one term of the first part of the sum:
+#
+# .. math:: \frac{\partial L}{\partial x_j} = \sum_i dy_i \, y_i \, (\delta_{ij} - y_j)
+#    = y_j \Big(dy_j - \sum_i dy_i \, y_i\Big)
 #
 # One dot product per row, then one element-wise pass, and it needs only the forward's
 # *output* ``y``: the input ``x`` need not be kept for the backward pass. The kernel below
@@ -77,6 +86,21 @@ def silu_kernel(x_ptr, out_ptr, num_elements, BLOCK_SIZE: tl.constexpr):
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     tl.store(out_ptr + offsets, x * tl.sigmoid(x), mask=mask)
 
+
+# %%
+# Launched directly, it computes SiLU, but autograd sees nothing: the kernel writes into a
+# tensor made for it, and no operation PyTorch knows connects that tensor to the input. So
+# even with an input that requires grad, the output has no ``grad_fn`` and does not require
+# grad, and no gradient can flow back through it.
+
+x_raw = torch.randn(5, 77, device=device, requires_grad=True)
+raw_out = torch.empty_like(x_raw)
+silu_kernel[(triton.cdiv(x_raw.numel(), 1024),)](x_raw, raw_out, x_raw.numel(),
+                                                 BLOCK_SIZE=1024)
+error = assert_close(raw_out, torch.nn.functional.silu(x_raw.detach().double()),
+                     rtol=tolerance(torch.float32))
+print(f"raw launch: relative error {error:.1e}; input requires_grad {x_raw.requires_grad}, "
+      f"output requires_grad {raw_out.requires_grad}, grad_fn {raw_out.grad_fn}")
 
 # %%
 # Three registrations make it a first-class operator:
@@ -129,6 +153,24 @@ torch.library.opcheck(silu, (sample,))
 print("opcheck passed for guide::silu")
 
 # %%
+# ``opcheck`` checks the registrations against the operator and against each other; it
+# never compares what the backward returns with the true derivative. Neither does the
+# compiled-against-eager comparison further down, which runs the same backward on both
+# sides. So check the gradient itself, against PyTorch's autograd through
+# ``torch.nn.functional.silu`` in float64:
+
+x = torch.randn(runtime.pick(interpreter=(37, 300), gpu=(4096, 3000)), device=device,
+                requires_grad=True)
+y = silu(x)
+print("through the operator, the output records its history:", type(y.grad_fn).__name__)
+grad_y = torch.randn_like(y)
+(grad_x,) = torch.autograd.grad(y, x, grad_y)
+x64 = x.detach().double().requires_grad_()
+(expected,) = torch.autograd.grad(torch.nn.functional.silu(x64), x64, grad_y.double())
+error = assert_close(grad_x, expected, rtol=tolerance(torch.float32))
+print(f"silu backward, float32 {tuple(x.shape)}: relative error {error:.1e}")
+
+# %%
 # Compile a function that uses it
 # -------------------------------
 # ``fullgraph=True`` turns any graph break into an error, so a successful compile proves
@@ -159,10 +201,35 @@ backward_error = assert_close(results["compiled"][1], results["eager"][1], rtol=
 print(f"compiled vs eager: forward {forward_error:.1e}, gradient {backward_error:.1e}")
 
 # %%
-# The package's ops work the same way: each module registers its launcher as
-# ``torch.ops.triton_guide.<op>`` with a fake implementation and a backward, and the
-# public function (``softmax``, ``matmul``, ...) validates its arguments and then calls
-# the operator whenever autograd must record the call or ``torch.compile`` is tracing it.
+# ``custom_op`` keeps the kernel opaque: ``torch.compile`` puts the call in its graph as
+# one node and never looks inside. :func:`torch.library.triton_op`, public since
+# PyTorch 2.6, also makes an operator, and ``register_autograd`` works on it the same way,
+# but its body may call only PyTorch operators and Triton kernels, each launched as
+# ``torch.library.wrap_triton(kernel)[grid](...)``. ``torch.compile`` looks inside such an
+# operator by tracing its body at the level of PyTorch's dispatcher, where a plain launch
+# is invisible; ``wrap_triton`` makes the launch traceable there, recorded as a node that
+# names the kernel, its grid and its arguments. So ``torch.compile`` sees the kernel
+# launches inside the operator and compiles them with the rest of the graph, and no
+# ``register_fake`` is needed: the body itself, run on stand-in tensors, serves as the
+# fake implementation.
+
+# %%
+# Some of the package's ops are registered like ``silu``, as operators in the
+# ``triton_guide`` namespace: ``vector_add``, ``transpose`` and ``matmul`` as one operator
+# each, ``softmax`` and ``attention`` as a forward and a backward operator each. Their
+# public function validates its arguments, then calls the operator whenever autograd must
+# record the call or ``torch.compile`` is tracing it, and launches the kernel directly
+# otherwise. The others are not operators: ``cross_entropy``, ``layer_norm`` and
+# ``rms_norm`` are ``torch.autograd.Function`` subclasses, which autograd records but which
+# have no fake implementation, so ``torch.compile`` has to trace their Python;
+# ``vector_sum`` has no backward at all.
+
+ops = ["vector_add", "transpose", "matmul", "softmax", "softmax_backward",
+       "attention_forward", "attention_backward", "cross_entropy", "layer_norm", "rms_norm",
+       "vector_sum"]
+registered = [op for op in ops if hasattr(torch.ops.triton_guide, op)]
+print("in torch.ops.triton_guide:", ", ".join(registered))
+print("not registered:", ", ".join(op for op in ops if op not in registered))
 
 compiled_block = torch.compile(
     lambda t: softmax(t * 0.5).log().sum(), fullgraph=True, backend=backend
@@ -175,8 +242,9 @@ error = assert_close(t.grad, t64.grad, rtol=tolerance(torch.float32), atol=1e-6)
 print(f"compiled softmax block, gradient vs float64 torch: relative error {error:.1e}")
 
 # %%
-# A second derivative is another matter: the backward kernels have no backward of their
-# own. Differentiating softmax's gradient again raises an error that says so.
+# A second derivative depends on what the backward is made of. Softmax's and attention's
+# backward passes are kernels of their own, registered as operators with no backward, so
+# differentiating their gradients again raises an error that says so:
 
 (grad_t,) = torch.autograd.grad(softmax(t).pow(2).sum(), t, create_graph=True)
 try:
@@ -185,16 +253,33 @@ except RuntimeError as refusal:
     print("RuntimeError:", refusal)
 
 # %%
+# Matmul's backward is two more calls of its own operator (``grad_a = grad_c @ b^T`` and
+# ``grad_b = a^T @ grad_c``), each with that same backward, so its gradient can be
+# differentiated again:
+
+a = torch.randn(8, 16, device=device, requires_grad=True)
+b = torch.randn(16, 4, device=device)
+(grad_a,) = torch.autograd.grad(matmul(a, b).pow(2).sum(), a, create_graph=True)
+grad_a.pow(2).sum().backward()  # through matmul's backward, a function of a
+a64 = a.detach().double().requires_grad_()
+(grad_a64,) = torch.autograd.grad((a64 @ b.double()).pow(2).sum(), a64, create_graph=True)
+grad_a64.pow(2).sum().backward()
+error = assert_close(a.grad, a64.grad, rtol=tolerance(torch.float32, tensor_cores=True))
+print(f"matmul second derivative vs float64 torch: relative error {error:.1e}")
+
+# %%
 # Takeaways
 # ---------
 # * A raw launch gets no gradient, and ``torch.compile`` must trace its launcher's
 #   Python; registered as an operator, it is one opaque, differentiable node.
 # * ``custom_op`` + ``register_fake`` + ``register_autograd`` is all a kernel needs to
-#   compile with ``fullgraph=True`` and train; check it with ``opcheck``.
-# * :func:`torch.library.triton_op` with :func:`torch.library.wrap_triton` is the
-#   alternative when you want Inductor to see inside the kernel, not just around it.
+#   compile with ``fullgraph=True`` and train; check the registrations with ``opcheck``
+#   and the gradient's values against PyTorch's autograd.
+# * :func:`torch.library.triton_op`, with each launch wrapped in
+#   :func:`torch.library.wrap_triton`, is the alternative when ``torch.compile`` should see
+#   the kernel launches inside the operator, not one opaque call.
 # * Softmax's backward needs only its output: ``y * (dy - sum(dy * y))``, one kernel.
 #
-# Used here: :func:`triton_guide.softmax`, :func:`triton_guide.testing.assert_close`,
-# :func:`torch.library.custom_op`, :func:`torch.library.opcheck`,
-# :func:`torch.compile`.
+# Used here: :func:`triton_guide.softmax`, :func:`triton_guide.matmul`,
+# :func:`triton_guide.testing.assert_close`, :func:`torch.library.custom_op`,
+# :func:`torch.library.opcheck`, :func:`torch.nn.functional.silu`, :func:`torch.compile`.
