@@ -22,6 +22,8 @@ You will learn:
 # Pages run natively on a GPU, or in the Triton interpreter on the CPU when there is none
 # (small sizes, no timings). This line says which, and with which versions.
 
+import math
+
 import torch
 
 import triton_guide  # before triton: it decides between the GPU and the interpreter
@@ -30,6 +32,7 @@ from triton_guide.benchmark import Benchmark, gb_per_s
 from triton_guide.testing import assert_close
 
 import triton  # noqa: E402, I001  (after triton_guide)
+from triton.backends.nvidia.compiler import CUDAOptions  # noqa: E402  (Triton's defaults)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
@@ -41,8 +44,17 @@ device = runtime.device()
 # ---------------------
 # A CUDA kernel is written for one thread, which usually handles one element. A Triton kernel
 # is written for one **program**, which handles a whole block of elements at once: its
-# variables are blocks (vectors or tiles), and the compiler decides how the threads of the
-# program share them. You launch as many programs as there are blocks.
+# variables are blocks (vectors or tiles). You launch as many programs as there are blocks.
+#
+# On the GPU, one program runs as one CUDA thread block of ``num_warps`` x 32 threads. A
+# *warp* is a group of 32 threads that the GPU runs together; ``num_warps`` is a launch
+# option, and Triton's default is printed below with the grid. The compiler splits the
+# program's block among those threads, so each thread handles several of its elements.
+#
+# On these pages a **lane** is one element position within a block: lane ``i`` of
+# ``offsets``, ``x`` and ``mask`` all belong to element ``i`` of the block. The threads
+# share the lanes out between them. (CUDA also says "lane" for a thread's place in its
+# warp; here it always means an element's place in a block.)
 #
 # Here is the kernel, as it stands in ``triton_guide/vector_add.py``:
 #
@@ -55,14 +67,17 @@ device = runtime.device()
 # * ``tl.arange(0, BLOCK_SIZE)`` is the block ``[0, 1, ..., BLOCK_SIZE - 1]``. Added to
 #   ``program_id * BLOCK_SIZE`` it gives the indices this program owns. ``BLOCK_SIZE`` must
 #   be known when the kernel is compiled (``tl.constexpr``) because it is the *shape* of
-#   ``offsets``; ``tl.arange`` also wants it to be a power of two.
+#   ``offsets``; ``tl.arange`` also wants it to be a power of two. Each distinct value of
+#   a ``tl.constexpr`` argument compiles its own version of the kernel: a second
+#   ``BLOCK_SIZE`` means a second compile.
 # * ``x_ptr + offsets`` is a block of pointers; ``tl.load`` reads them all at once.
 # * ``mask`` switches off the lanes whose index is past the end. A masked-off lane neither
 #   reads nor writes memory.
 # * ``INT64_OFFSETS``: the program id and the offsets are 32-bit integers unless told
 #   otherwise, and an index past ``2**31 - 1`` wraps round. The launcher asks
-#   ``needs_int64_offsets`` and, only for vectors that long, compiles the kernel with
-#   64-bit offsets; the
+#   ``needs_int64_offsets`` and, only for vectors that long, passes
+#   ``INT64_OFFSETS=True``. That is a ``tl.constexpr`` too, so it is a separate compile
+#   of the kernel with 64-bit offsets, and short vectors never pay for it; the
 #   :ref:`common-mistakes page <sphx_glr_auto_examples_debugging_02_common_mistakes.py>`
 #   shows the wrap.
 #
@@ -91,6 +106,11 @@ print(f"programs launched: cdiv({n}, {block_size}) = {num_programs:,}")
 print(f"the last program owns indices {(num_programs - 1) * block_size:,} .. "
       f"{num_programs * block_size - 1:,}")
 print(f"{valid_in_last} of its {block_size} lanes are valid")
+num_warps = CUDAOptions.num_warps  # used when the launch does not pass num_warps
+threads = num_warps * 32
+print(f"on the GPU each program is one thread block of num_warps x 32 = {num_warps} x 32 = "
+      f"{threads} threads (num_warps = {num_warps}, Triton's default), "
+      f"{block_size // threads} lanes per thread")
 
 # %%
 # Check against PyTorch
@@ -148,14 +168,22 @@ for run in results:
     print(f"{run.gpu}, n = 2^{largest.bit_length() - 1}: triton_guide reaches "
           f"{run.ratio('triton_guide', 'torch'):.2f}x torch's bandwidth, "
           f"{run.fraction_of_ceiling('triton_guide'):.0%} of the copy ceiling")
+    others = [i for i in range(len(run.xs)) if i != run.largest]
+    ratios = [ours_rate / torch_rate
+              for ours_rate, torch_rate in zip(run["triton_guide"], run["torch"])]
+    widest = max(others, key=lambda i: abs(math.log(ratios[i])))  # furthest from 1x
+    print(f"  widest gap at a smaller n: n = {run.xs[widest]:,}, triton_guide at "
+          f"{ratios[widest]:.2f}x torch's bandwidth")
 
 # %%
 # Takeaways
 # ---------
 # * A program handles a block; the grid is the number of blocks, rounded up.
 # * Offsets = ``program_id * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)``; mask = ``offsets < n``.
-# * An element-wise kernel is memory bound: its speed is bytes moved over time, and a good
-#   one runs as fast as PyTorch's.
+# * A program runs as one CUDA thread block; its threads share the block's lanes.
+# * An element-wise kernel is memory bound: its speed is bytes moved over time, and at
+#   large sizes a good one runs as fast as PyTorch's. At smaller sizes either one can be
+#   ahead (the widest gap on each GPU is printed under the table).
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
 # :func:`triton_guide.testing.assert_close`.

@@ -11,8 +11,8 @@ between GPU memory and the chip.
 You will learn:
 
 * one operation written three ways, and what each level decides for you;
-* the memory hierarchy (registers and shared memory on each SM, the L2 cache, HBM) and
-  the bandwidth of each level, measured on GPUs against working-set size;
+* the memory hierarchy (registers and shared memory on each SM, the L2 cache, HBM), and
+  the read bandwidth of L2 and of HBM, measured on GPUs against working-set size;
 * arithmetic intensity and the roofline, with this project's kernels placed on it;
 * how many more bytes a chain of PyTorch operations moves than one fused kernel.
 """
@@ -50,6 +50,7 @@ from triton_guide.traffic import (
 )
 
 import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
+from triton.backends.nvidia.compiler import CUDAOptions  # noqa: E402  (Triton's defaults)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
@@ -68,22 +69,23 @@ device = runtime.device()
 #    :pyobject: vector_add_kernel
 #
 # In **CUDA** the kernel is written for one *thread* and one element, and the rest is
-# yours: the number of threads per block, the number of blocks, building the code, and
-# (for anything larger than this) staging data through shared memory, vectorising loads
-# and synchronising threads. This CUDA source is shown, not run on this page:
+# yours: the number of threads per thread block, the number of thread blocks, building
+# the code, and (for anything larger than this) staging data through shared memory,
+# vectorising loads and synchronising threads. This CUDA source is shown, not run on
+# this page:
 #
 # .. code-block:: cuda
 #
 #    __global__ void vector_add(const float* x, const float* y, float* out, int n) {
 #        int i = blockIdx.x * blockDim.x + threadIdx.x;  // this thread's element
-#        if (i < n) {                                     // the mask, one lane each
+#        if (i < n) {                                     // the mask, one element each
 #            out[i] = x[i] + y[i];
 #        }
 #    }
 #
 #    // Host side: choose the block shape, launch, check for launch errors.
 #    void launch(const float* x, const float* y, float* out, int n) {
-#        int threads = 256;                          // threads per block: your choice
+#        int threads = 256;                          // threads per thread block
 #        int blocks = (n + threads - 1) / threads;   // the same cdiv as in Triton
 #        vector_add<<<blocks, threads>>>(x, y, out, n);
 #        cudaError_t status = cudaGetLastError();
@@ -92,15 +94,22 @@ device = runtime.device()
 #
 # To call it from PyTorch it must also be compiled (``nvcc``, or
 # ``torch.utils.cpp_extension.load_inline``) and bound to Python. Counting the units of
-# work each level launches for the same vector:
+# work each level launches for the same vector: a Triton program is not a thread. As the
+# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>` says, each program
+# runs as one CUDA thread block of ``num_warps`` x 32 threads, and each of those threads
+# handles several lanes of the program's block.
 
 n = runtime.pick(interpreter=98_765, gpu=98_765_431)
 x = torch.randn(n, device=device)
 y = torch.randn(n, device=device)
 same = torch.equal(vector_add(x, y), x + y)
 print(f"n = {n:,}: Triton's vector_add equals torch's x + y bit for bit: {same}")
-print(f"Triton: {triton.cdiv(n, 1024):,} programs of 1024 elements")
-print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
+num_warps = CUDAOptions.num_warps  # Triton's default: vector_add does not pass num_warps
+programs = triton.cdiv(n, 1024)
+print(f"Triton: {programs:,} programs of 1024 elements, each one thread block of "
+      f"{num_warps} x 32 = {num_warps * 32} threads: {programs * num_warps * 32:,} threads "
+      f"of {1024 // (num_warps * 32)} elements each")
+print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
       f"{triton.cdiv(n, 256) * 256:,} threads of one element each")
 
 # %%
@@ -111,14 +120,18 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} blocks of 256 threads, "
 # * **HBM**, the GPU's main memory (tens to hundreds of gigabytes; this page prints its
 #   GPUs' below): every tensor starts and ends here.
 # * **L2 cache**, shared by the whole chip (tens of megabytes): recently touched data.
-# * **Shared memory / L1**, one per streaming multiprocessor (SM), a few hundred KB
-#   split between the L1 cache and shared memory, a scratchpad that the threads of one
-#   block (one Triton program) share. In CUDA you decide what goes there; in Triton the
+# * **Shared memory / L1**, one per streaming multiprocessor (SM): one on-chip memory
+#   split between the L1 cache and shared memory (256 KB per SM on the H100, per NVIDIA's
+#   H100 Tensor Core GPU Architecture whitepaper; the most that can be shared memory is
+#   printed below). Shared memory is a scratchpad that the threads of one thread block
+#   (one Triton program) share. In CUDA you decide what goes there; in Triton the
 #   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
-#   registers; Triton puts in shared memory the operands of ``tl.dot``, the buffers of
-#   loads issued ahead of use (software pipelining, through ``cp.async`` or, on Hopper,
-#   TMA), and values that must move between warps, as in a reduction across warps or
-#   some changes of layout.
+#   registers. Triton uses shared memory for the tiles of a matrix product (``tl.dot``,
+#   the block-times-block product), for tiles loaded ahead of the step that uses them
+#   (so loading and computing overlap), and for values that must pass between the warps
+#   of a program (a warp is a group of 32 threads), as in a sum over a whole block. The
+#   :ref:`matmul page <sphx_glr_auto_examples_core_kernels_01_matmul.py>` shows the first
+#   two at work.
 # * **Registers**, per thread: the values a program is computing with.
 #
 # A kernel's blocks are loaded from HBM (through L2) into the SM, computed on, and
@@ -162,20 +175,30 @@ for run in sizes:
 # .. literalinclude:: /../triton_guide/traffic.py
 #    :pyobject: read_working_set_kernel
 #
-# Each launch reads about 4 GB in all, whatever the size of the working set. The line
-# drawn beside it is a plain device-to-device copy of 1 GiB, measured in the same run:
-# the reference for a kernel that streams from HBM. A copy reads and writes, and HBM
-# turns around between the two, so a kernel that only reads can pass that line (the
-# lines after the plot say by how much on each GPU). A dashed line marks each GPU's L2.
-# The smallest working sets are also held in each SM's own L1 cache, one level above L2,
-# and run faster still; the L2 plateau is read here between 4 MiB and half of L2.
+# Each launch reads the same number of bytes, whatever the size of the working set
+# (printed below). The line drawn beside it is a plain device-to-device copy of 1 GiB,
+# measured in the same run: the reference for a kernel that streams from HBM. A copy
+# reads and writes, and HBM turns around between the two, so a kernel that only reads
+# can pass that line (the lines after the plot say by how much on each GPU). A dashed
+# line marks each GPU's L2. The smallest working sets run faster still. The likely cause
+# is each SM's own L1 cache, one level above L2, holding part of the set; this page does
+# not measure L1, so take that as a hypothesis. The lines after the plot quote the L2
+# rate as the median of the sizes from 4 MiB to half of L2. That range is this page's
+# choice: it leaves out the smallest sets, and keeps well clear of the drop near the
+# size of L2.
 
 print(f"each program reads {READ_BLOCK} float32 = {READ_BLOCK * 4 // 1024} KiB")
 working_sets = [2.0**k for k in range(-2, 12)]  # MiB: 256 KiB to 2 GiB
 
 
 def passes(mib):
-    return max(2, 2**32 // int(mib * 2**20))  # about 4 GB read per launch
+    return max(2, 2**32 // int(mib * 2**20))  # 2**32 bytes (4 GiB) read per launch
+
+
+for mib in (working_sets[0], working_sets[-1]):
+    print(f"a {mib:g} MiB working set: {passes(mib):,} passes, "
+          f"{passes(mib) * mib * 2**20:,.0f} bytes = {passes(mib) * mib / 2**10:g} GiB "
+          f"read per launch")
 
 
 def reader(mib):
@@ -215,11 +238,17 @@ for i, run in enumerate(levels):
 # Arithmetic intensity and the roofline
 # -------------------------------------
 # A kernel's **arithmetic intensity** is its FLOPs divided by the bytes it must move.
-# A GPU can do at most ``peak FLOP/s`` and move at most ``bandwidth`` bytes/s, so a
-# kernel of intensity ``I`` runs at most at ``min(peak, I x bandwidth)``: that line is
-# the *roofline*. Below the **ridge point** ``peak / bandwidth`` a kernel is memory
-# bound; above it, compute bound. This project's kernels, at the sizes of their pages'
-# benchmarks:
+# Given a FLOP rate ``peak`` and a memory bandwidth, a kernel of intensity ``I`` is
+# expected to run at no more than ``min(peak, I x bandwidth)``: that line is the
+# *roofline*. Below the **ridge point** ``peak / bandwidth`` a kernel is memory bound;
+# above it, compute bound. The roofs drawn here are references measured on each GPU,
+# not the hardware's absolute limits: the bandwidth is a copy's, and a copy is not the
+# fastest way to use memory. A stream that only reads passed the copy line in the sweep
+# above, and a kernel can sit at or a little over its roof (the lines after the plot
+# print each kernel's fraction of it). This project's kernels, at the sizes this page
+# uses, named in each line. The first three are sizes their own pages also benchmark.
+# Attention's shape (batch x heads x sequence length x head dimension) is chosen for
+# this page, not one the attention page benchmarks:
 
 kernels = {
     "vector_add fp32, n=2^26": vector_add_cost(2**26),
@@ -239,6 +268,15 @@ print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
 # roof of each GPU comes from two ceilings measured in the same run: the FLOP rate of a
 # large float16 matrix product by cuBLAS (measured beside these timings), and the copy
 # bandwidth of a 1 GiB tensor (measured beside the working-set sweep above).
+#
+# The flat part of the roof is therefore the float16 tensor-core rate. It fits matmul
+# and attention, which run their products on the tensor cores in float16. vector_add and
+# softmax compute in float32 on the ordinary arithmetic units (the CUDA cores), which
+# cannot reach that rate, so for them the flat part is too high. That does not change
+# their places: they sit far left of the ridge point, on the sloped part, where the roof
+# is set by bandwidth alone. In the plot each GPU has its own colour; the first GPU's
+# points are filled and the others' hollow and larger, so that two GPUs' points at the
+# same place both stay visible.
 
 
 def run_kernel(name):
@@ -277,14 +315,22 @@ for j, cost in enumerate(kernels.values()):  # each kernel's intensity, on the x
     axes.plot(cost.intensity, 0.03, color="black", marker=markers[j],
               markerfacecolor="white", transform=axes.get_xaxis_transform())
 grid = [2.0**e for e in range(-5, 13)]
+gpu_handles = []  # one legend entry per GPU: its roof and its points
 for i, run in enumerate(placed):
     peak = run.ceiling.value if run.ceiling else math.nan
     copy = copy_gb_s.get(run.slug, math.nan)
     ridge = peak * 1e3 / copy
     # The roof bends at the ridge point: draw it there, not at the nearest power of two.
     xs = sorted(grid + [ridge]) if math.isfinite(ridge) else grid
-    axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=f"C{i}",
-              label=f"{run.gpu}: roofline,\n{copy:,.0f} GB/s, {peak:,.0f} TFLOP/s")
+    axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=f"C{i}")
+    # The first GPU's points filled, the others' hollow and larger: points that fall at
+    # the same place (matmul and attention, near the flat roof) all stay visible.
+    point_style = dict(markerfacecolor=f"C{i}" if i == 0 else "none",
+                       markersize=7 if i == 0 else 11, markeredgewidth=1.5)
+    gpu_handles.append(Line2D(
+        [], [], color=f"C{i}", marker="o", **point_style,
+        label=f"{run.gpu}: roofline and\n{'filled' if i == 0 else 'hollow'} points; "
+              f"{copy:,.0f} GB/s,\n{peak:,.0f} TFLOP/s (fp16 GEMM)"))
     print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
           f"ridge point {ridge:.0f} FLOP/byte")
     for name, achieved in zip(run.xs, run["achieved"]):
@@ -292,7 +338,8 @@ for i, run in enumerate(placed):
             continue
         cost = kernels[name]
         axes.plot(cost.intensity, achieved, color=f"C{i}", linestyle="",
-                  marker=markers[list(kernels).index(name) % len(markers)])
+                  marker=markers[list(kernels).index(name) % len(markers)],
+                  zorder=3 + i, **point_style)
         roof = min(peak, cost.intensity * copy / 1e3)
         print(f"  {name:<30} {achieved:8.2f} TFLOP/s, "
               f"{achieved / roof:5.0%} of its roof")
@@ -310,7 +357,7 @@ axes.set_xscale("log", base=2)
 axes.set_xlabel("arithmetic intensity (FLOP/byte)")
 axes.grid(True, alpha=0.3)
 axes.set_title("the project's kernels on the roofline", fontsize=10)
-handles = axes.get_legend_handles_labels()[0] + [
+handles = gpu_handles + [
     Line2D([], [], color="black", linestyle="", marker=markers[j], label=name)
     for j, name in enumerate(kernels)]
 axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
@@ -319,10 +366,13 @@ axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02,
 # Fusion: bytes moved by a chain against one kernel
 # -------------------------------------------------
 # Written as PyTorch operations, softmax is five kernels, each reading its inputs from
-# HBM and writing its output back (the
+# GPU memory and writing its output back (the
 # :ref:`softmax page <sphx_glr_auto_examples_core_kernels_02_softmax.py>` explains the
-# kernel). Counting the bytes each operation really reads and writes, with a
-# ``TorchDispatchMode`` that sees every operation PyTorch runs:
+# kernel). Each of those reads and writes is a pass over memory. Whether HBM or L2
+# serves it depends on the size: a tensor smaller than L2 may still be there when the
+# next kernel reads it. The counts below are passes over memory either way. Counting the
+# bytes each operation really reads and writes, with a ``TorchDispatchMode`` that sees
+# every operation PyTorch runs:
 
 rows, cols = runtime.pick(interpreter=(256, 1024), gpu=(4096, 4096))
 data = torch.randn(rows, cols, device=device)
@@ -336,13 +386,29 @@ print(f"{rows} x {cols} float32: the chain moves {chain_bytes / 1e6:.1f} MB in "
       f"{chain_bytes / fused_bytes:.2f}x the bytes")
 
 # %%
-# Timed on GPUs, with rows of 4096 float32, the times follow the bytes. Both variants
-# are rated by the bytes a softmax must move at least (each element read once and
-# written once), so the ratio of their rates is the ratio of their times; the ceiling
-# is the copy bandwidth measured in the same run.
+# Timed on GPUs, with rows of 4096 float32. Both variants are rated by the bytes a
+# softmax must move at least (each element read once and written once), so the ratio of
+# their rates is the ratio of their times; the ceiling is the copy bandwidth measured in
+# the same run. The smallest input timed fits in L2 and the largest does not (the sizes
+# are printed below), so at the smallest the chain's tensors may stay in L2 between its
+# launches.
+#
+# The last lines print, at the largest size, the chain's byte ratio and its time ratio.
+# Where the time ratio is the larger, the chain takes longer than its extra bytes alone
+# explain. Likely reasons, not measured on this page: the chain pays
+# for five launches instead of one, and two of its kernels (max and sum) are reductions
+# that read a full pass while writing almost nothing, which tends to run below copy
+# speed. The chain's rate over the bytes it really moves ("GB/s moved") is lower than
+# the fused kernel's.
 
 ROW_LENGTH = 4096
 row_counts = [1024, 4096, 16384]
+mib_of = {rows: rows * ROW_LENGTH * 4 / 2**20 for rows in row_counts}  # one input's size
+l2_of_each = [f"{l2_mib[run.slug]:.0f} MiB on {run.gpu}" for run in sizes
+              if not math.isnan(l2_mib[run.slug])]
+print(f"inputs from {mib_of[row_counts[0]]:.0f} MiB ({row_counts[0]:,} rows) to "
+      f"{mib_of[row_counts[-1]]:.0f} MiB ({row_counts[-1]:,} rows); "
+      f"L2: {', '.join(l2_of_each) or 'not recorded'}")
 
 
 def chain_bytes_at(rows):
@@ -389,7 +455,8 @@ for run in fusion:
 #   fastest: a kernel is fast when its bytes come from high in that list, or are few.
 # * Below the ridge point (element-wise ops, softmax) time is bytes over bandwidth;
 #   matrix products and attention have enough FLOPs per byte to be compute bound.
-# * Fusing a chain of operations into one kernel divides the bytes moved, and the time.
+# * Fusing a chain of operations into one kernel divides the bytes moved; here the time
+#   fell by more than the bytes.
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.softmax`,
 # :func:`triton_guide.softmax_naive`, :func:`triton_guide.matmul`,
