@@ -71,9 +71,15 @@ def test_rejects_autotune_with_a_fixed_block(device):
         copy(torch.ones(4, device=device), autotune=True, block_size=256)
 
 
-@pytest.mark.parametrize("num_warps", [0, 3, 64, 4.0, True])
-def test_rejects_bad_num_warps(num_warps, device):
-    with pytest.raises(ValueError, match="num_warps must be a power of two"):
+@pytest.mark.parametrize("num_warps,error,match", [
+    (0, ValueError, "num_warps must be a power of two"),
+    (3, ValueError, "num_warps must be a power of two"),
+    (64, ValueError, "num_warps must be a power of two"),
+    (4.0, TypeError, "num_warps must be an int, got float 4.0"),
+    (True, TypeError, "num_warps must be an int, got bool True"),
+])
+def test_rejects_bad_num_warps(num_warps, error, match, device):
+    with pytest.raises(error, match=match):
         copy(torch.ones(4, device=device), num_warps=num_warps)
 
 

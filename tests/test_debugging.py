@@ -120,8 +120,14 @@ def test_compile_kernels_passes_multiples_of_16_to_the_compiler():
     wide = re.compile(r"ld\.global\.v\d\.b32")
     assert wide.search(divides.ptx) and "ld.global.b32" not in divides.ptx
     assert not wide.search(does_not.ptx) and "ld.global.b32" in does_not.ptx
+    # The kernel's own argument order decides, not the signature's.
+    reordered = {"num_elements": "i32", **VECTOR_ADD_SIGNATURE}
+    (also_does_not,) = compile_kernels([(vector_add_kernel, reordered, constexprs, pointers)])
+    assert not wide.search(also_does_not.ptx) and "ld.global.b32" in also_does_not.ptx
     with pytest.raises(ValueError, match=r"multiples of 16 \['n'\] are not in the signature"):
         compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, ["n"])])
+    with pytest.raises(TypeError, match="a list of argument names, not the string"):
+        compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, "num_elements")])
 
 
 def test_run_python_reports_a_segmentation_fault():

@@ -7,12 +7,17 @@ import torch
 from triton_guide import (
     attention,
     attention_reference,
+    cross_entropy,
+    layer_norm,
     matmul,
+    rms_norm,
     runtime,
     softmax,
     transpose,
     vector_add,
+    vector_sum,
 )
+from triton_guide.copy import copy, copy_matrix
 from triton_guide.testing import tolerance
 
 # op name -> (call with one tensor argument x of the given shape, reference, shape of x)
@@ -44,6 +49,29 @@ def test_negative_bit_views_are_resolved(op, kind, device, check):
         x = torch.randn(shape, device=device)._neg_view()
     assert x.is_neg()
     check(op, call(x), reference(x.resolve_neg().double()), rtol=tolerance(torch.float32, tensor_cores=True))
+
+
+# The package's other launchers, each with a float32 tensor argument x: (call, reference).
+MORE_OPS = {
+    "copy": (lambda x: copy(x), lambda x: x),
+    "copy_matrix": (lambda x: copy_matrix(x), lambda x: x),
+    "vector_sum": (lambda x: vector_sum(x), lambda x: x.sum()),
+    "cross_entropy": (lambda x: cross_entropy(x, torch.arange(x.shape[0], device=x.device)),
+                      lambda x: torch.nn.functional.cross_entropy(
+                          x, torch.arange(x.shape[0], device=x.device))),
+    "layer_norm": (lambda x: layer_norm(x, torch.ones_like(x[0])),
+                   lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:])),
+    "rms_norm": (lambda x: rms_norm(x, torch.ones_like(x[0]), eps=1e-6),
+                 lambda x: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=1e-6)),
+}
+
+
+@pytest.mark.parametrize("op", list(MORE_OPS))
+def test_negative_bit_views_are_resolved_by_the_other_ops(op, device, check):
+    call, reference = MORE_OPS[op]
+    x = torch.randn(5, 33, device=device)._neg_view()
+    assert x.is_neg()
+    check(op, call(x), reference(x.resolve_neg().double()), rtol=tolerance(torch.float32))
 
 
 NON_STRIDED = {

@@ -97,9 +97,14 @@ def test_rejects_bad_block_size(block_size, error, match, device):
         vector_sum(torch.ones(4, device=device), block_size=block_size)
 
 
-@pytest.mark.parametrize("num_programs", [0, MAX_PARTIALS + 1, 2.5, True])
-def test_rejects_bad_num_programs(num_programs, device):
-    with pytest.raises(ValueError, match="num_programs must be an int from 1 to"):
+@pytest.mark.parametrize("num_programs,error,match", [
+    (0, ValueError, "num_programs must be between 1 and"),
+    (MAX_PARTIALS + 1, ValueError, "num_programs must be between 1 and"),
+    (2.5, TypeError, "num_programs must be an int, got float 2.5"),
+    (True, TypeError, "num_programs must be an int, got bool True"),
+])
+def test_rejects_bad_num_programs(num_programs, error, match, device):
+    with pytest.raises(error, match=match):
         vector_sum(torch.ones(4, device=device), num_programs=num_programs)
 
 

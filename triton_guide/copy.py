@@ -118,8 +118,10 @@ def copy_columns_kernel(
 
 
 def _check_num_warps(num_warps: object) -> int:
-    if (isinstance(num_warps, bool) or not isinstance(num_warps, numbers.Integral)
-            or num_warps not in (1, 2, 4, 8, 16, 32)):
+    if isinstance(num_warps, bool) or not isinstance(num_warps, numbers.Integral):
+        raise TypeError(f"num_warps must be an int, got {type(num_warps).__name__} "
+                        f"{num_warps!r}")
+    if num_warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(
             f"num_warps must be a power of two from 1 to 32, got {num_warps!r}"
         )
@@ -142,7 +144,7 @@ def copy(
     (``block_size`` and ``num_warps`` must then be left at their defaults) and bounds
     are masked.
     """
-    check_tensor("x", x)
+    x = check_tensor("x", x)
     check_contiguous("x", x)
     if bounds not in BOUNDS:
         raise ValueError(f"bounds must be one of {BOUNDS}, got {bounds!r}")
@@ -178,7 +180,7 @@ def copy_matrix(
 ) -> torch.Tensor:
     """A copy of the contiguous 2D tensor ``x``, its programs walking along ``"rows"``
     or down ``"columns"`` (the same result; a different order of memory accesses)."""
-    check_tensor("x", x, ndim=2)
+    x = check_tensor("x", x, ndim=2)
     check_contiguous("x", x)
     if walk not in WALKS:
         raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")

@@ -271,8 +271,8 @@ def cross_entropy(
     last layer of a language model). ``block_size`` (a power of two) is the number of
     classes a program reads per step.
     """
-    check_tensor("logits", logits, ndim=2)
-    check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
+    logits = check_tensor("logits", logits, ndim=2)
+    target = check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
     if logits.stride(1) != 1:
         raise ValueError(
             f"logits must have stride 1 along the classes, got strides {logits.stride()}; "

@@ -62,7 +62,7 @@ def checked_sqrt_kernel(
 
 def checked_sqrt(x: torch.Tensor, *, block_size: int = 1024, verbose: bool = False) -> torch.Tensor:
     """Return ``sqrt(x)`` computed by :func:`checked_sqrt_kernel`; ``verbose`` prints."""
-    check_tensor("x", x)
+    x = check_tensor("x", x)
     check_contiguous("x", x)
     if block_size < 1 or block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
@@ -233,12 +233,13 @@ for index, (source_path, name, signature, constexprs, multiples_of_16) in enumer
     result = {"error_type": None, "message": "", "ptx": ""}
     # What a launch tells the compiler about an argument that is a multiple of 16 (an
     # aligned pointer, a length): attributes keyed by the argument's position.
-    positions = list(signature)
-    attrs = {(positions.index(arg),): [["tt.divisibility", 16]] for arg in multiples_of_16}
+    kernel = getattr(module, name)
+    attrs = {(kernel.arg_names.index(arg),): [["tt.divisibility", 16]]
+             for arg in multiples_of_16}
     try:
         with contextlib.redirect_stdout(printed):
             compiled = triton.compile(
-                ASTSource(getattr(module, name), signature, constexprs, attrs),
+                ASTSource(kernel, signature, constexprs, attrs),
                 target=GPUTarget(*TARGET), options={"enable_fp_fusion": True})
         result["ptx"] = compiled.asm["ptx"]
     except Exception as error:
@@ -268,7 +269,11 @@ def compile_kernels(
         specs = []
         for index, (kernel, signature, constexprs, *multiples_of_16) in enumerate(jobs):
             function = _python_function(kernel)
-            multiples_of_16 = list(multiples_of_16[0]) if multiples_of_16 else []
+            multiples_of_16 = multiples_of_16[0] if multiples_of_16 else []
+            if isinstance(multiples_of_16, str):
+                raise TypeError(f"multiples of 16: a list of argument names, not the "
+                                f"string {multiples_of_16!r}")
+            multiples_of_16 = list(multiples_of_16)
             unknown = set(multiples_of_16) - set(signature)
             if unknown:
                 raise ValueError(f"multiples of 16 {sorted(unknown)} are not in the signature")

@@ -246,8 +246,10 @@ class _Norm(torch.autograd.Function):
         return grad_x.view(grad_y.shape), grad_weight, grad_bias, None, None
 
 
-def _check_inputs(x, weight, bias, eps) -> None:
-    check_tensor("x", x, min_ndim=1)
+def _check_inputs(x, weight, bias, eps):
+    """Check the arguments; return ``x``, ``weight`` and ``bias`` as :func:`check_tensor`
+    returns them (a negative-bit view resolved)."""
+    x = check_tensor("x", x, min_ndim=1)
     if x.stride(-1) != 1:
         raise ValueError(
             f"x must have stride 1 along its last dimension, got strides {x.stride()}; "
@@ -266,10 +268,12 @@ def _check_inputs(x, weight, bias, eps) -> None:
             f"rows of {num_cols} elements do not fit one block (at most {MAX_BLOCK}); "
             "normalise in chunks with torch instead"
         )
+    checked = {}
     for name, value in (("weight", weight), ("bias", bias)):
         if value is None and name == "bias":
+            checked[name] = None
             continue
-        check_tensor(name, value, ndim=1)
+        value = checked[name] = check_tensor(name, value, ndim=1)
         check_same_dtype("x", x, name, value)
         if value.shape[0] != num_cols:
             raise ValueError(
@@ -282,6 +286,7 @@ def _check_inputs(x, weight, bias, eps) -> None:
         math.isfinite(eps) and eps > 0
     ):
         raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+    return x, checked["weight"], checked["bias"]
 
 
 def layer_norm(
@@ -296,7 +301,7 @@ def layer_norm(
     (optional) have one element per column and ``x``'s dtype. Rows of up to
     :data:`MAX_BLOCK` elements.
     """
-    _check_inputs(x, weight, bias, eps)
+    x, weight, bias = _check_inputs(x, weight, bias, eps)
     return _Norm.apply(x, weight, bias, float(eps), True)
 
 
@@ -311,5 +316,5 @@ def rms_norm(
     """
     if eps is None and isinstance(x, torch.Tensor) and x.is_floating_point():
         eps = torch.finfo(x.dtype).eps
-    _check_inputs(x, weight, None, eps)
+    x, weight, _ = _check_inputs(x, weight, None, eps)
     return _Norm.apply(x, weight, None, float(eps), False)

@@ -85,8 +85,8 @@ def run_solve(
 
     ``a`` and ``b`` must be contiguous float32 tensors of one shape on the kernels' device.
     """
-    check_tensor("a", a, dtypes=(torch.float32,))
-    check_tensor("b", b, dtypes=(torch.float32,))
+    a = check_tensor("a", a, dtypes=(torch.float32,))
+    b = check_tensor("b", b, dtypes=(torch.float32,))
     check_same_shape("a", a, "b", b)
     check_contiguous("a", a)
     check_contiguous("b", b)

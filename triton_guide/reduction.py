@@ -109,7 +109,7 @@ def vector_sum(
     its sum into one cell: one launch, order decided at run time). ``num_programs``
     defaults to one per block, at most :data:`MAX_PARTIALS`.
     """
-    check_tensor("x", x)
+    x = check_tensor("x", x)
     check_contiguous("x", x)
     if method not in ("two_stage", "atomic"):
         raise ValueError(f"method must be 'two_stage' or 'atomic', got {method!r}")
@@ -118,10 +118,12 @@ def vector_sum(
     blocks = triton.cdiv(num_elements, block_size)
     if num_programs is None:
         num_programs = min(blocks, MAX_PARTIALS)
-    elif (isinstance(num_programs, bool) or not isinstance(num_programs, numbers.Integral)
-          or not 1 <= num_programs <= MAX_PARTIALS):
+    elif isinstance(num_programs, bool) or not isinstance(num_programs, numbers.Integral):
+        raise TypeError(f"num_programs must be an int, got {type(num_programs).__name__} "
+                        f"{num_programs!r}")
+    elif not 1 <= num_programs <= MAX_PARTIALS:
         raise ValueError(
-            f"num_programs must be an int from 1 to {MAX_PARTIALS}, got {num_programs!r}"
+            f"num_programs must be between 1 and {MAX_PARTIALS}, got {num_programs}"
         )
     num_programs = int(num_programs)
     if method == "two_stage":
