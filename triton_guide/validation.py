@@ -57,6 +57,13 @@ def check_tensor(
             )
         if value.is_neg() or value.is_conj():
             value = value.resolve_neg().resolve_conj()
+        index = value.get_device()  # -1 on the CPU
+        if index >= 0 and index != torch.cuda.current_device():
+            raise ValueError(
+                f"{name} is on {value.device}, but kernels launch on the current device, "
+                f"cuda:{torch.cuda.current_device()}: call the op inside "
+                f"`with torch.cuda.device({name}.device):`, or torch.cuda.set_device first"
+            )
     if value.is_nested:
         raise TypeError(
             f"{name} is a nested tensor, which has no single strided layout for a kernel to "
@@ -79,13 +86,6 @@ def check_tensor(
         raise ValueError(
             f"{name} is on {value.device}, but kernels run on {mode} here: "
             f"move it with {name}.to('{expected_device.type}')"
-        )
-    if (value.device.index is not None and not torch.compiler.is_compiling()
-            and value.device.index != torch.cuda.current_device()):
-        raise ValueError(
-            f"{name} is on {value.device}, but kernels launch on the current device, "
-            f"cuda:{torch.cuda.current_device()}: call the op inside "
-            f"`with torch.cuda.device({name}.device):`, or torch.cuda.set_device first"
         )
     if value.dtype not in dtypes:
         raise TypeError(f"{name} has dtype {value.dtype}; expected one of: {_dtype_names(dtypes)}")
