@@ -568,10 +568,12 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
         if UNDEFINED_BITS in sources and wrong_numbers:
             details.append(f"The NaN of a masked-off lane, and "
                            f"{_count(wrong_numbers, 'other wrong element')} that are "
-                           "numbers, which other= would not fix: values land at "
-                           "the wrong positions, and so do the masked-off lanes. Is the "
-                           "tile built the wrong way round ([:, None] and [None, :] "
-                           "swapped), or an offset computed with the wrong stride?")
+                           "numbers, which other= alone would not fix. Give a masked "
+                           "load without other= a value that changes nothing, and check "
+                           "where values land: a masked-off lane reaches a kept "
+                           "position when the tile is built the wrong way round "
+                           "([:, None] and [None, :] swapped) or an offset uses the "
+                           "wrong stride.")
         elif UNDEFINED_BITS in sources:
             details.append("The NaN of a masked-off lane: a tl.load with a mask and no "
                            "other= leaves those lanes undefined on a GPU (NaN here); give "

@@ -68,5 +68,5 @@ MISTAKES = [
     Mistake("tile_transposed", "x along the columns and y down the rows: for square tiles "
             "it still broadcasts, to the transposed tile",
             "x[:, None] * y[None, :], mask=mask", "x[None, :] * y[:, None], mask=mask",
-            "tail_of_1", reported="which other= would not fix"),
+            "tail_of_1", reported="which other= alone would not fix"),
 ]
