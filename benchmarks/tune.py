@@ -1756,6 +1756,8 @@ def attention_backward_fused_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA_REDUCE: tl.constexpr = True,
 ):
+    # The diagonal loop below covers BLOCK_N query rows in steps of BLOCK_M.
+    tl.static_assert(BLOCK_N % BLOCK_M == 0, "BLOCK_N must be a multiple of BLOCK_M")
     block_index = tl.program_id(0)
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
@@ -2052,13 +2054,33 @@ def tune_attention(cases=ATTENTION_CASES, kinds=("forward", "dkdv", "dq"),
               f"min {min(values):.2f}")
 
 
+def _fused_backward_error_at_odd_length(dtype, dim, causal, cfg, tma_reduce, seq=1000):
+    """Run the fused backward at a length no block divides (a partial key block, padded
+    query rows) and check every element of dQ, dK and dV against float64 autograd; raise
+    AssertionError on a mismatch, else return the largest relative error."""
+    from triton_guide.attention import attention_reference
+    from triton_guide.testing import assert_close, tolerance
+
+    small = AttentionProblem(dtype, 1, 4, seq, dim, causal)
+    small.out, small.lse = small.mod.attention_forward(small.q, small.k, small.v, causal,
+                                                       small.scale)
+    small.fused_backward(cfg, tma_reduce)()
+    leaves = [t.double().requires_grad_() for t in (small.q, small.k, small.v)]
+    expected = torch.autograd.grad(attention_reference(*leaves, causal=causal), leaves,
+                                   small.do.double())
+    return max(assert_close(got, want, rtol=tolerance(dtype), name=name)
+               for got, want, name in zip((small.dq, small.dk, small.dv), expected,
+                                          ("dq", "dk", "dv")))
+
+
 def tune_attention_fused_backward(cases, candidates=FUSED_BACKWARD_CANDIDATES, rounds=3,
                                   pointer_atomics=FUSED_POINTER_ATOMICS):
     """The whole backward (delta, dK, dV, dQ) three ways: the package's kernels as its
     launcher picks them, the fused experiment above at each configuration, and cuDNN
     through autograd. GPU time by ``queued_ms`` on rotating copies, medians of ``rounds``
-    rounds in which the variants take turns; every variant is checked against cuDNN's
-    gradients first. The first ``pointer_atomics`` configurations also run with one
+    rounds in which the variants take turns; every variant is checked first, against
+    cuDNN's gradients at the case's size and element by element against float64 autograd
+    at a length of 1000 (partial blocks). The first ``pointer_atomics`` configurations also run with one
     ``tl.atomic_add`` per element instead of the TMA reduction."""
     from statistics import median
 
@@ -2104,14 +2126,19 @@ def tune_attention_fused_backward(cases, candidates=FUSED_BACKWARD_CANDIDATES, r
         variants = ([(f"fused {cfg}", cfg, True) for cfg in candidates[dim]]
                     + [(f"fused {cfg} pointer atomics", cfg, False)
                        for cfg in candidates[dim][:pointer_atomics]])
+        run = t = None  # deleted with the rest after the case
         for name, cfg, tma_reduce in variants:
             try:
+                _fused_backward_error_at_odd_length(dtype, dim, causal, cfg, tma_reduce)
                 run = first.fused_backward(cfg, tma_reduce)
                 for t in (first.dq, first.dk, first.dv):
                     t.fill_(float("nan"))
                 run()
                 error = max(relative_error(g, e) for g, e in
                             zip((first.dq, first.dk, first.dv), expected))
+            except AssertionError as e:
+                failed[name] = f"wrong at length 1000: {str(e)[:120]}"
+                continue
             except Exception as e:  # out of shared memory, say
                 failed[name] = type(e).__name__
                 continue
@@ -2136,7 +2163,7 @@ def tune_attention_fused_backward(cases, candidates=FUSED_BACKWARD_CANDIDATES, r
         print(f"  {tag:<34} cuDNN {tflop_per_s(flops, cudnn):4.0f} | {cells}"
               + (f" | failed: {failed}" if failed else "")
               + (f" | too few clean rounds: {sorted(unclean)}" if unclean else ""), flush=True)
-        del problems, leaves, calls, q, k, v, out, expected, got
+        del problems, leaves, calls, q, k, v, out, expected, got, first, p, run, t
         torch.cuda.empty_cache()
 
 
