@@ -517,3 +517,23 @@ def test_matmul_rate_over_cold_inputs(monkeypatch):
     rate = benchmark.matmul_tflop_per_s(lambda a, b: seen.append((a, b)), pairs)
     assert rate == 2 * 3 * 5 * 7 / 2.0 * 1e-9
     assert [id(a) for a, _ in seen] == [id(a) for a, _ in pairs]
+
+
+@needs_interpreter
+def test_a_stale_footer_wraps_inside_the_figure(page, store_dir, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from triton_guide.benchmark import FOOTER_CHARS
+
+    current = store.kernel_source(PAGE_SOURCE)
+    changed = {"modules": {m: "0" * 64 for m in current["modules"]}, "sha256": "0" * 64}
+    monkeypatch.setattr(store, "kernel_source", lambda source: changed)
+    figure = recalled(page, store_dir).plot()
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    right_edges = [text.get_window_extent(renderer).x1 for text in figure.texts]
+    footers = [text.get_text() for text in figure.texts]
+    plt.close(figure)
+    assert all(store.STALE in footer.replace("\n", " ") for footer in footers), footers
+    assert all(len(line) <= FOOTER_CHARS for f in footers for line in f.split("\n"))
+    assert max(right_edges) <= figure.bbox.x1, (right_edges, figure.bbox.x1)

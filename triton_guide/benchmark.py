@@ -57,6 +57,7 @@ import json
 import math
 import numbers
 import os
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -327,6 +328,8 @@ MARKERS = ["o", "s", "^", "D", "v", "P"]
 # show two dashes of a dashed line.
 FIRST_MARKER_SIZE, OTHER_MARKER_SIZE = 4, 6.5
 LEGEND_HANDLE_LENGTH = 4
+# Characters of the 6.5-point provenance text that fit across an 8-inch figure.
+FOOTER_CHARS = 150
 
 
 @dataclass
@@ -414,7 +417,11 @@ class Results:
         names = self.variant_names()
         line = 0.16  # inches per line of small text
         legend_rows = len(names) + self.has_ceiling
-        footer = line * len(self.runs) + 0.1
+        # Each GPU's provenance, wrapped to the figure's width (a stale note makes it long).
+        footers = ["\n".join(textwrap.wrap(run.footer() + (f"  [{run.stale}]" if run.stale
+                                                             else ""), FOOTER_CHARS))
+                   for run in self.runs]
+        footer = line * sum(text.count("\n") + 1 for text in footers) + 0.1
         below = 0.55 + line * legend_rows + 0.1 + footer  # tick labels, xlabel, legend, footer
         height = 3.4 + 0.4 + below
         figure = plt.figure(figsize=(8, height))
@@ -446,11 +453,12 @@ class Results:
         figure.legend(*axes.get_legend_handles_labels(), loc="lower center", fontsize=7,
                       ncol=len(self.runs), frameon=False, bbox_to_anchor=(0.5, footer / height),
                       handlelength=LEGEND_HANDLE_LENGTH)
-        for i, run in enumerate(self.runs):
-            text = run.footer() + (f"  [{run.stale}]" if run.stale else "")
-            figure.text(0.01, (footer - 0.05 - (i + 1) * line) / height, text,
-                        color=f"C{i}", fontsize=6.5,
+        top = footer - 0.1  # inches above the figure's bottom edge
+        for i, (run, text) in enumerate(zip(self.runs, footers)):
+            figure.text(0.01, top / height, text, color=f"C{i}", fontsize=6.5,
+                        verticalalignment="top", linespacing=1.2,
                         fontweight="bold" if run.stale else "normal")
+            top -= line * (text.count("\n") + 1)
         return figure
 
     def summary(self, ratios: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, float]]:
