@@ -25,8 +25,11 @@ You will learn:
 # ``triton_guide`` is imported before Triton: it makes that choice, and it must be made
 # before Triton is loaded.
 
+import inspect
+import re
 import traceback
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -139,9 +142,13 @@ assert_close(poisoned, vector_add_reference(x.double(), y.double()), rtol=1e-6)
 # .. literalinclude:: /../triton_guide/debugging.py
 #    :pyobject: checked_sqrt_kernel
 #
-# Compiled, the kernel body is traced once per set of constexpr values, so a static
-# print appears once. The interpreter has no compile step: it runs the whole body,
-# static print included, once per program.
+# Compiled, the kernel body is traced once per compiled variant, and Triton compiles a
+# variant for each new combination of constexpr values, argument dtypes, the
+# specialisations it makes on its own (an integer argument divisible by 16, or equal to
+# 1, for instance) and launch options such as ``num_warps``. A static print appears
+# once per variant, and not at all when the variant comes from the cache. The
+# interpreter has no compile step: it runs the whole body, static print included, once
+# per program.
 # :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 without
 # launching, which works on any machine (Triton ships the CUDA assembler), so both can
 # be shown here:
@@ -158,6 +165,18 @@ print(f"compiled for an H100: static_print printed {len(static_lines)} line(s): 
       f"{static_lines}; {compiled.ptx_lines} lines of PTX")
 
 
+def file_line(kernel, message: str) -> str:
+    """Where the compiler's "at LINE:COLUMN" is in the kernel's file: LINE counts the
+    kernel's def line as 1."""
+    at = re.search(r"^at (\d+):(\d+):", message.strip(), re.MULTILINE)
+    source, start = inspect.getsourcelines(kernel.fn)
+    def_line = start + next(i for i, line in enumerate(source)
+                            if line.lstrip().startswith("def "))
+    file = Path(inspect.getsourcefile(kernel.fn)).name
+    return (f"at {at[1]}:{at[2]}: the def is {file} line {def_line}, so this is line "
+            f"{def_line} + {at[1]} - 1 = {def_line + int(at[1]) - 1}")
+
+
 def first_lines(message: str, count: int = 6) -> str:
     """The first lines of an error message, and for a compiler error the part that
     matters: where, the offending line with its caret, and the message after it."""
@@ -171,8 +190,11 @@ def first_lines(message: str, count: int = 6) -> str:
 
 # %%
 # A failing ``tl.static_assert``: ``BLOCK_SIZE = 16384`` is over the kernel's limit.
+# The compiler's ``at LINE:COLUMN`` counts lines from the kernel's ``def`` line; the
+# line in parentheses finds it in the file.
 
 print(f"compiler: {too_large.error_type}:\n    {first_lines(too_large.message)}")
+print(f"    ({file_line(checked_sqrt_kernel, too_large.message)})")
 try:
     checked_sqrt_kernel[(1,)](values, values, 6, BLOCK_SIZE=16384, VERBOSE=False)
 except Exception as error:
@@ -192,40 +214,62 @@ except Exception as error:
 # :func:`~triton_guide.debugging.capture_output` catches so that it shows on this page.
 # The interpreter has no threads: ``tl.device_print`` is a Python ``print``, one line per
 # program with the program id and the whole block, so there every line is printed once.
-# The first line of the output says which of the two ran this page.
+# The first cell's output, at the top of the page, says which of the two ran it; so
+# does the first line printed here.
 
+ran_on = "interpreter" if runtime.interpreting() else "GPU"
 with capture_output() as printed:
     roots = checked_sqrt(values, block_size=4, verbose=True)
 printed_lines = printed.text.splitlines()
 device_lines = sorted(line for line in printed_lines if "x:" in line)
 static_count = sum("compiling" in line for line in printed_lines)
 distinct = sorted(set(device_lines))
-print(f"{len(device_lines)} device_print lines for {values.numel()} elements in "
-      f"{triton.cdiv(values.numel(), 4)} programs of 4 lanes; {len(distinct)} distinct, "
+print(f"{ran_on}: {len(device_lines)} device_print lines for {values.numel()} elements "
+      f"in {triton.cdiv(values.numel(), 4)} programs of 4 lanes; {len(distinct)} distinct, "
       "each printed this many times:")
 for line in distinct[:8]:
     print(f"    {device_lines.count(line):>3} x  {line.strip()}")
 print(f"static_print lines during this launch: {static_count} "
       "(interpreter: one per program; GPU: one if it compiled now, none if cached)")
+masked_lanes = triton.cdiv(values.numel(), 4) * 4 - values.numel()
+print(f"lanes past the end of the input, all in the last program: {masked_lanes}, "
+      "loaded with other=0.0")
 print("sqrt:", roots.tolist())
+
+# %%
+# The 0s at the end of the last program's block are those masked-off lanes: the load
+# gave them ``other=0.0``, and ``tl.device_print`` prints every lane of the block,
+# masked or not. The store is masked, so they never reach the output: ``sqrt`` has one
+# value per input element.
 
 # %%
 # Run time: ``tl.device_assert``
 # ------------------------------
 # ``tl.device_assert(condition, message)`` checks a block at run time, but only when the
 # kernel is compiled in debug mode (``TRITON_DEBUG=1``, or ``debug=True`` in
-# ``@triton.jit``); otherwise it compiles to nothing. Give ``checked_sqrt`` a negative
-# number without debug mode:
+# ``@triton.jit``); otherwise it compiles to nothing. The interpreter of this Triton
+# version skips it even in debug mode, so where the interpreter ran this page, nothing
+# below fails: each cell prints which mode ran it. Give ``checked_sqrt`` a negative
+# number, first without debug mode:
 
 negative = torch.tensor([4.0, -1.0, 9.0], device=device)
 with warnings.catch_warnings():  # the interpreter's numpy warns about sqrt(-1)
     warnings.simplefilter("ignore", RuntimeWarning)
     result = checked_sqrt(negative)
-print(f"no error raised; output {result.tolist()}")
+skipped = "skipped" if runtime.interpreting() else "compiled out"
+print(f"{ran_on}, no debug mode (device_assert {skipped}): no error raised; "
+      f"output {result.tolist()}")
 
 # %%
-# With ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device
-# assert leaves the CUDA context unusable for the rest of the process:
+# Then with ``TRITON_DEBUG=1``, in a separate process, because on a GPU a failed device
+# assert leaves the CUDA context unusable for the rest of the process. The cell prints
+# the process's return code and the lines of its output that mention an assert or start
+# with ``output``. On a GPU the assert fires: the threads that hold the negative element
+# print an assertion line that names the kernel and carries the message given to
+# ``tl.device_assert``, which states the condition. Then ``.tolist()``, which waits for
+# the kernel, raises a PyTorch error about a CUDA "device-side assert", so the
+# ``output`` line never prints and the return code is not 0. In the interpreter the
+# assert is skipped: the process prints the NaN and returns 0.
 
 SQRT_OF_MINUS_ONE = (
     "import torch\n"
@@ -244,17 +288,21 @@ def show(title, finished):
             print("   ", line.strip()[:160])
 
 
-show("TRITON_DEBUG=1" + (" (so, here, in the interpreter)" if runtime.interpreting() else ""),
+show("TRITON_DEBUG=1, " + ("in the interpreter (device_assert skipped)"
+                           if runtime.interpreting() else "on the GPU"),
      run_python(SQRT_OF_MINUS_ONE, env={"TRITON_DEBUG": "1"}))
 
 # %%
-# Under the interpreter of this Triton version, ``tl.device_assert`` is skipped even
-# with ``TRITON_DEBUG=1``: the same process with ``TRITON_INTERPRET=1`` as well returns
-# normally with a NaN (on a GPU machine too). To check values there, print them, or
-# compare the output with the reference afterwards.
+# On a GPU machine, the same process with ``TRITON_INTERPRET=1`` as well shows what the
+# interpreter does: it returns normally with a NaN. Where the interpreter ran this page,
+# that is the run above, so it is not repeated. To check values under the interpreter,
+# print them, or compare the output with the reference afterwards.
 
-show("TRITON_DEBUG=1 and TRITON_INTERPRET=1",
-     run_python(SQRT_OF_MINUS_ONE, env={"TRITON_DEBUG": "1", "TRITON_INTERPRET": "1"}))
+if runtime.interpreting():
+    print("interpreter: TRITON_DEBUG=1 and TRITON_INTERPRET=1 is the run above; skipped")
+else:
+    show("TRITON_DEBUG=1 and TRITON_INTERPRET=1 (device_assert skipped)",
+         run_python(SQRT_OF_MINUS_ONE, env={"TRITON_DEBUG": "1", "TRITON_INTERPRET": "1"}))
 
 # %%
 # Reading the common compile errors
@@ -262,7 +310,9 @@ show("TRITON_DEBUG=1 and TRITON_INTERPRET=1",
 # Three kernels, each **deliberately wrong** in one way learners often are. For each,
 # what running it says (the interpreter here, or the compiler when launched on a GPU),
 # and what the compiler says when it compiles the kernel for an H100. The compiler
-# points at the line and the column; the first lines are the useful ones.
+# points at the line and the column; the first lines are the useful ones. Its
+# ``at LINE:COLUMN`` counts lines from the kernel's ``def`` line, which is line 1, not
+# from the top of the file: each case below also prints the file line it means.
 
 
 @triton.jit
@@ -308,15 +358,18 @@ for (kernel, arguments, _), compiled in zip(cases, compiler_says):
                        if frame.name == kernel.__name__]
             cause = cause.__cause__
         for frame in frames[-1:]:
-            print(f"    raised in {frame.name}: {frame.line}")
+            print(f"    raised in {frame.name}, {Path(frame.filename).name} line "
+                  f"{frame.lineno}: {frame.line}")
     print(f"compiler: {compiled.error_type}:\n    {first_lines(compiled.message)}")
+    print(f"    ({file_line(kernel, compiled.message)})")
 
 # %%
 # The interpreter's message is one line and does not say where, but the Python
 # traceback behind it does: the interpreter's error was raised from the error of the
-# kernel's own line (``error.__cause__``), printed above as "raised in". The compiler
-# shows the line too, with a caret under the column; on a GPU, a launch compiles the
-# kernel and raises that same error.
+# kernel's own line (``error.__cause__``), printed above as "raised in", with its line
+# in the file. The compiler shows the line too, with a caret under the column, but
+# numbers it from the kernel's ``def`` line; on a GPU, a launch compiles the kernel and
+# raises that same error.
 
 # %%
 # Takeaways
@@ -328,7 +381,8 @@ for (kernel, arguments, _), compiled in zip(cases, compiler_says):
 #   ``device_assert`` while running, the assert only in debug mode, and not at all in
 #   this version's interpreter.
 # * Poison outputs with NaN: unwritten elements then show.
-# * Compile errors point at a line and column: read the first lines.
+# * Compile errors point at a line, counted from the kernel's ``def``, and a column:
+#   read the first lines.
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
 # :func:`triton_guide.debugging.checked_sqrt`,

@@ -8,7 +8,11 @@ output printed beside the output of the fixed version, so that you know what eac
 looks like when it happens to you.
 
 The wrong kernels live on this page and their names start with ``wrong_``: they exist to
-fail. The right versions are the package's own kernels, the ones the tests check.
+fail. Mistakes 2 and 4 instead launch a correct kernel of the package the wrong way.
+The fixed versions are the package's own kernels, the ones the tests check, with two
+exceptions: mistake 6 runs one small kernel of this page both ways (int32 and int64
+offsets), and mistake 9 is shown in plain PyTorch, its fixed kernel being on the flash
+attention page.
 
 You will learn what these look like, and their fixes:
 
@@ -74,11 +78,13 @@ x.copy_(torch.arange(n, dtype=torch.float32))
 out = out_buffer[:n]
 wrong_add_without_mask[(1,)](x, x, out, BLOCK_SIZE=block)
 print("without a mask, the output buffer:", out_buffer.tolist())
+overwritten = out_buffer[n:][out_buffer[n:] != -1.0]
 out_buffer.fill_(-1.0)
 out_buffer[:n] = vector_add(x, x, block_size=block)
 print("with the mask (vector_add):      ", out_buffer.tolist())
-print(f"lanes {n}..{block - 1} read the neighbours' 7s and overwrote {block - n} "
-      "elements of the neighbouring data with 14")
+print(f"lanes {n}..{block - 1} read the neighbours' {x_buffer[n].item():g}s and "
+      f"overwrote {overwritten.numel()} elements of the neighbouring data with "
+      + ", ".join(f"{value:g}" for value in sorted(set(overwritten.tolist()))))
 
 # %%
 # Nothing failed: the wrong kernel silently corrupted the data next to its output. That
@@ -141,13 +147,16 @@ wrong_transpose_without_broadcast[(2, 2)](matrix, out, 8, 8, 8, 8, BLOCK=4)
 print("without [:, None] (NaN = never written):")
 print(out.cpu())
 right = transpose(matrix, block_rows=4, block_cols=4)
-print(f"{int(out.isnan().sum())} of 64 elements unwritten; transpose() writes all: "
-      f"{torch.equal(right, matrix.t())}")
+print(f"{int(out.isnan().sum())} of {out.numel()} elements unwritten; transpose() "
+      f"equal to matrix.t(): {torch.equal(right, matrix.t())}")
 
 # %%
 # With unequal block sizes the same mistake fails to compile, with an error about
-# incompatible shapes, which is the lucky case. **Fix**: ``rows[:, None] * row_stride +
-# cols[None, :]``, as in :func:`triton_guide.transpose`.
+# incompatible shapes, which is the lucky case: the section "Reading the common compile
+# errors" of the :ref:`debugging page <sphx_glr_auto_examples_debugging_01_debugging.py>`
+# shows that error, for a block of 16 row indices added to a block of 32 column
+# indices. **Fix**: ``rows[:, None] * row_stride + cols[None, :]``, as in
+# :func:`triton_guide.transpose`.
 
 # %%
 # 4. Assuming a transposed tensor is contiguous
@@ -189,7 +198,9 @@ except ValueError as error:
 # Masked-off lanes of a load take the value ``other``. For a sum, 0 is harmless. For a
 # maximum it is not: a row whose values are all negative gets a maximum of 0 from the
 # padding. In a softmax the padding lanes then also add ``exp(0 - max)`` each to the
-# denominator. Here is the package's softmax kernel with that one change:
+# denominator. Here is a minimal softmax kernel with that mistake: one row per program,
+# simpler than the package's :func:`triton_guide.softmax`, which pads with ``-inf`` and
+# gives the right answer beside it:
 
 
 @triton.jit
@@ -239,9 +250,12 @@ print(f"positive row: maximum {top:g}; its {padding} padding lanes add {padding}
 tokens, vocab = 32_768, 128_256
 print(f"{tokens:,} x {vocab:,} = {tokens * vocab:,} elements; int32 holds up to "
       f"2**31 - 1 = {2**31 - 1:,}")
-first_bad_row = math.ceil(2**31 / vocab)
-print(f"the offset of row r is r * {vocab:,}: it passes 2**31 at row "
-      f"{first_bad_row:,} of {tokens:,}")
+first_bad_row = math.ceil(2**31 / vocab)  # the first row whose start is past 2**31 - 1
+first_bad_element_row, first_bad_col = divmod(2**31, vocab)  # where offset 2**31 falls
+print(f"element (r, c) is at offset r * {vocab:,} + c:")
+print(f"  row {first_bad_element_row:,} starts below 2**31, but from column "
+      f"{first_bad_col:,} on its offsets pass 2**31 - 1")
+print(f"  row {first_bad_row:,} of {tokens:,} is the first whose start passes 2**31 - 1")
 
 # %%
 # That tensor would take the memory printed below in float16; the arithmetic alone shows
@@ -271,8 +285,10 @@ for i in range(4):
           f"int64 offset {offsets64[i].item():>15,}")
 
 # %%
-# A negative offset points before the tensor: the kernel reads or writes someone else's
-# memory, or faults. **Fix**: widen to int64 before the multiplication,
+# The kernel stores only the start of each row. A kernel that adds the column to an
+# int32 row start goes wrong one row earlier, from the column printed above. A negative
+# offset points before the tensor: the kernel reads or writes someone else's memory, or
+# faults. **Fix**: widen to int64 before the multiplication,
 # ``row.to(tl.int64) * row_stride`` (the package's attention kernels do this for their
 # batch and head offsets, its norm and cross-entropy kernels for their row offsets).
 # int64 arithmetic costs more than int32, so the launchers of
@@ -312,8 +328,8 @@ for length in (1000, 1025, 4097):
           f"({(padded - length) / padded:.0%})")
 row = torch.randn(3, 1000, device=device)
 error = (softmax(row) - softmax_reference(row)).abs().max().item()
-print(f"softmax on rows of 1000 (block 1024, masked): largest difference from torch "
-      f"{error:.1e}")
+print(f"softmax on rows of {row.shape[1]} (block {triton.next_power_of_2(row.shape[1])}, "
+      f"masked): largest difference from torch {error:.1e}")
 
 # %%
 # 8. Programs adding into one output without atomics
