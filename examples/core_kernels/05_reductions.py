@@ -2,11 +2,10 @@
 Reductions across programs: two stages or atomics
 =================================================
 
-A program can sum the block it holds with one ``tl.sum``. A vector of a hundred million
-elements is far more blocks than one program holds, spread over many programs that
-cannot see each other's registers. Their partial sums have to meet somewhere, and there
-are two common places: a second kernel, or one memory cell that every program adds into
-with an atomic.
+A program can sum the block it holds with one ``tl.sum``. A long vector is many blocks,
+spread over many programs that cannot see each other's registers. Their partial sums
+have to meet somewhere, and there are two common places: a second kernel, or one memory
+cell that every program adds into with an atomic.
 This page builds both, checks them against a float64 sum, and measures what each costs:
 in reproducibility, because float32 addition depends on order, and in time, next to
 ``torch.sum`` (on a GPU: live when this build ran on one, otherwise the recordings in
@@ -106,12 +105,16 @@ print(f"stage 1 reads {n * 4:,} bytes; stage 2 reads {num_programs * 4:,} bytes 
 # .. literalinclude:: /../triton_guide/reduction.py
 #    :pyobject: atomic_sum_kernel
 #
-# The launcher zeroes the cell, launches one or two kernels and returns a 0-d tensor of
-# the input's dtype, like ``torch.sum``:
+# The launcher ends with one branch per method. The two-stage sum allocates the
+# ``partials`` buffer and an output cell that it leaves unset, since its second launch
+# writes it. The atomic sum zeroes its output cell, since every program adds into it.
+# Both return the float32 result cast to the input's dtype, as a 0-d tensor, like
+# ``torch.sum``:
 #
 # .. literalinclude:: /../triton_guide/reduction.py
 #    :pyobject: vector_sum
-#    :start-at: out = torch.zeros
+#    :start-at: if method == "two_stage":
+#    :dedent: 4
 
 # %%
 # Check against a float64 sum
@@ -135,6 +138,24 @@ for method in ("two_stage", "atomic"):
               f"error / ||x||_2 = {error:.1e}")
 error = abs(x.sum().double().item() - exact.item()) / scale
 print(f"torch.sum float32    : {x.sum().item():14.6f}, error / ||x||_2 = {error:.1e}")
+
+# %%
+# The float16 rows are off by far more than the float32 ones, but not because of the
+# adding. ``vector_sum`` adds in float32 and then returns the sum in the input's dtype
+# (``out.to(x.dtype)``), and float16 can only hold numbers a coarse step apart at the
+# size of this sum. The same float16 values, converted to float32 first, go through the
+# same float32 additions in the kernel and skip only that last rounding:
+
+values = x.half()
+exact_of_values = vector_sum_reference(values.double())
+for method in ("two_stage", "atomic"):
+    kept = vector_sum(values.float(), method=method)  # the float32 sum, before the cast
+    error = abs(kept.item() - exact_of_values.item()) / scale
+    print(f"{method:<9} float16 values, result kept in float32: {kept.item():14.6f}, "
+          f"error / ||x||_2 = {error:.1e}")
+step = float(np.spacing(np.float16(abs(exact_of_values.item()))))
+print(f"float16 numbers near {exact_of_values.item():.1f} are {step} apart: rounding "
+      f"the sum to the nearest costs up to half that, {step / 2 / scale:.1e} x ||x||_2")
 
 # %%
 # Both kernels read float16 values but add them in float32 (``x.to(tl.float32)`` in
@@ -216,8 +237,9 @@ print(f"left to right is {ratio:,.0f}x further from the float64 sum than the "
 # bits on every run. The atomic kernel adds the partial sums in whatever order the
 # programs reach the cell, which on a GPU can change from run to run. The interpreter
 # runs programs one after another, always in the same order, so there it cannot show
-# this. Below, repeated runs in this build, then the same count on GPUs (live on one,
-# else recorded), for a vector of ``2**26 + 3`` elements:
+# this. Below, first repeated runs in this build, on the vector above (its ``n`` is
+# printed at the top of the page and on each line); then the same count on GPUs (live on
+# one, else recorded), at the size the table prints:
 
 runs = runtime.pick(interpreter=5, gpu=20)
 two_stage = torch.stack([vector_sum(x, method="two_stage") for _ in range(runs)])
@@ -225,8 +247,8 @@ atomic = torch.stack([vector_sum(x, method="atomic") for _ in range(runs)])
 for name, repeated in (("two-stage", two_stage), ("atomic", atomic)):
     distinct = repeated.unique()
     spread = (distinct.max() - distinct.min()).item()
-    print(f"this build, {name:<9}: {len(distinct)} distinct result(s) in {runs} runs, "
-          f"spread {spread:.2e}")
+    print(f"this build, n = {n:,}, {name:<9}: {len(distinct)} distinct result(s) in "
+          f"{runs} runs, spread {spread:.2e}")
 
 repeats = 20
 
@@ -289,8 +311,10 @@ print(f"{num_programs} partial sums added in {orderings} random orders "
 # Speed against torch.sum
 # -----------------------
 # A sum reads each element once and does one addition, so it is bound by memory
-# bandwidth: GB/s counts the 4 bytes read per element, and the ceiling (the wide pale
-# line) is a device-to-device copy of 1 GiB, measured in the same run.
+# bandwidth: GB/s counts the 4 bytes read per element. The ceiling (the wide pale line)
+# is a device-to-device copy of 1 GiB, measured in the same run. Its GB/s counts the
+# bytes the copy reads plus the bytes it writes: it is a rate of memory traffic in both
+# directions, here set against a sum that only reads.
 
 sizes = [2**k for k in range(16, 29, 2)]
 
@@ -322,21 +346,34 @@ for run in results:
     for i, size in enumerate(run.xs):
         times = [us_per_call(4 * size, run[name][i])
                  for name in ("two_stage", "atomic", "torch.sum")]
-        print(f"  n = 2^{size.bit_length() - 1}: " + " / ".join(f"{t:,.0f}" for t in times)
+        print(f"  n = 2^{size.bit_length() - 1} ({4 * size / 2**20:g} MiB): "
+              + " / ".join(f"{t:,.0f}" for t in times)
               + f" us; {times[0] - times[1]:+,.0f} us")
 
 # %%
-# At the smallest size the vector is a quarter of a MiB (``4 * n`` bytes), which the GPU
-# reads in far less time than the calls above take, so fixed costs set the time there
-# more than reading does. Each call makes two launches from Python on the host: the
-# atomic sum zeroes its output cell with torch, then launches its Triton kernel; the
-# two-stage sum launches two Triton kernels. The timing (one call as a program makes it)
-# includes that host time. The times show where that regime ends on each GPU: as long as
-# a call's time hardly grows with n, it is not the reading that is timed. Only where it
-# grows with n do the three compare as sums. The last column is the two-stage sum's
-# extra time: where it holds roughly constant across the small sizes, it is most likely
-# what a second Triton launch costs the host beyond torch's zero-fill (not timed apart
-# here); it shrinks where the GPU's own time grows.
+# On the plot's linear GB/s axis the small sizes' rates lie too close to zero to be
+# read: the small sizes are read from the times per call printed above, not from the
+# plot.
+#
+# At the smallest size the vector is a quarter of a MiB (printed beside its ``n``),
+# which the GPU reads in far less time than the calls above take, so fixed costs set the
+# time there more than reading does. Each call of the launcher shown above makes two
+# launches from Python on the host: the atomic sum zeroes its output cell with torch,
+# then launches its Triton kernel; the two-stage sum launches two Triton kernels. (A
+# recording marked stale was made with an older ``reduction.py``, whose calls may have
+# launched differently.) While a call's time hardly grows with n, it is not the reading
+# that is timed; only where it grows with n do the three compare as sums.
+#
+# Read the times one GPU at a time: where a row's times hardly change from one n to the
+# next, fixed costs set them, and the last column, the two-stage sum's extra time, need
+# not behave alike on two machines.
+#
+# These times do not say what the host spends on a launch. The timer (``do_bench``,
+# through ``median_ms``) clears the L2 cache with a kernel before every timed call and
+# starts the clock when that kernel ends, and the host starts launching the call while
+# it still runs: host time shorter than the cache clearing does not show, only what goes
+# beyond it. So the last column cannot be read as the cost of the two-stage sum's second
+# launch; this page does not time the host apart.
 
 # %%
 # Takeaways

@@ -56,14 +56,15 @@ print(f"the gradient nll_loss's backward hands to log_softmax's: "
 
 # %%
 # Many training scripts also cast the logits to float32 before the loss
-# (``logits.float()``), which doubles every one of those tensors. Counted at LLM sizes,
-# the tensors of rows x vocabulary alive at the worst moment of the backward are: the
-# logits, the saved log-softmax, the dense gradient ``nll_loss``'s backward hands to
-# ``log_softmax``'s, and the gradient that one returns (the logits' gradient). With the
-# cast, the last three are float32; the float32 copy of the logits itself is not kept,
-# since ``log_softmax`` saves its output, not its input. The fused kernel keeps the
-# logits and one gradient buffer, or only the logits when it may write the gradient
-# over them. The measured peaks further down test this count.
+# (``logits.float()``). The logits stay bfloat16, but the tensors the loss makes from
+# them are then float32, twice the bytes. Counted at LLM sizes, the tensors of rows x
+# vocabulary alive at the worst moment of the backward are: the logits, the saved
+# log-softmax, the dense gradient ``nll_loss``'s backward hands to ``log_softmax``'s,
+# and the gradient that one returns (the logits' gradient). With the cast, the last
+# three are float32; the float32 copy of the logits itself is not kept, since
+# ``log_softmax`` saves its output, not its input. The fused kernel keeps the logits and
+# one gradient buffer, or only the logits when it may write the gradient over them. The
+# measured peaks further down test this count.
 
 VOCAB = 128256
 for rows in (8192, 16384):
@@ -77,11 +78,12 @@ for rows in (8192, 16384):
 # %%
 # The same count in bytes moved: the fused forward reads the logits twice (once for the
 # log-sum-exp, once for the gradient) and writes the gradient once, three trips over
-# rows x vocabulary; its backward moves nothing when the incoming gradient is 1, as it
-# is for ``loss.backward()``. PyTorch's forward reads the logits and writes the
-# log-softmax; its backward writes the dense ``nll_loss`` gradient, then reads it with
-# the log-softmax and writes the logits' gradient: six trips (each operation may make
-# more passes inside).
+# rows x vocabulary. For a mean or a summed loss, its backward moves nothing when the
+# incoming gradient is 1, as it is for ``loss.backward()``; with ``reduction="none"`` it
+# always scales the gradient, one more read and write. PyTorch's forward reads the
+# logits and writes the log-softmax; its backward writes the dense ``nll_loss``
+# gradient, then reads it with the log-softmax and writes the logits' gradient: six
+# trips (each operation may make more passes inside).
 
 rows = 16384
 trip = rows * VOCAB * 2 / 1e9
@@ -116,8 +118,10 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # .. literalinclude:: /../triton_guide/cross_entropy.py
 #    :pyobject: cross_entropy_forward_kernel
 #
-# The autograd Function saves the gradient buffer; the backward has nothing left to do
-# but multiply it by the incoming gradient when that is not 1:
+# The autograd Function saves the gradient buffer. For a mean or a sum, the backward has
+# nothing left to do but multiply it by the incoming gradient when that is not 1. With
+# ``reduction="none"`` the incoming gradient holds one value per row, and the backward
+# always multiplies each row of the buffer by its value:
 #
 # .. literalinclude:: /../triton_guide/cross_entropy.py
 #    :pyobject: _CrossEntropy
@@ -287,7 +291,8 @@ losses = {
 # Time is shown as an effective bandwidth: the bytes that any implementation must move,
 # divided by the time. GB/s counts the same bytes for every variant, so a variant that
 # makes extra trips over the logits shows a lower rate. The ceiling is a
-# device-to-device copy, measured in the same run.
+# device-to-device copy of 1 GiB, measured in the same run; its GB/s counts the bytes
+# the copy reads plus the bytes it writes, two trips over its data.
 #
 # Peak memory is ``torch.cuda.max_memory_allocated()`` during one call minus what was
 # allocated before it (the logits and the targets): the memory the loss adds on top of
@@ -365,9 +370,10 @@ in_logits(forward_peak)
 # --------------------
 # Training: ``torch.autograd.grad`` of the mean loss with respect to the logits. Any
 # implementation must read the logits once and write their gradient once: two trips,
-# which is what GB/s counts here. The fused kernel makes three (it reads each row again
-# to write the gradient), so it can reach at most two thirds of the copy; PyTorch makes
-# at least six.
+# which is what GB/s counts here. The copy ceiling counts two trips too, the bytes it
+# reads plus the bytes it writes. The fused kernel makes three (it reads each row again
+# to write the gradient), so at the copy's rate of traffic it can reach at most two
+# thirds of the ceiling; PyTorch makes at least six.
 #
 # The in-place variant overwrites the logits with their gradient on every call, so the
 # timer, which calls it many times, hands each call the previous call's gradient instead
@@ -430,8 +436,8 @@ for pass_name, ours, timed, peak in (
 # %%
 # Takeaways
 # ---------
-# * At LLM vocabularies the loss, not the model, can set the peak memory: count the
-#   rows x vocabulary tensors autograd keeps.
+# * Count the rows x vocabulary tensors the loss adds on top of the logits: the measured
+#   peaks above show how many each version adds, and what one weighs at LLM sizes.
 # * An online log-sum-exp lets one program stream a row of any length.
 # * When the gradient is a simple function of the forward's statistics, compute it in
 #   the forward and keep it instead of the activations; write it over the input only
