@@ -16,9 +16,12 @@ You will learn:
 """
 
 # %%
+import inspect
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.colors import ListedColormap
 
 from triton_guide import runtime, transpose, transpose_reference
 from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
@@ -34,13 +37,18 @@ device = runtime.device()
 # ---------------------------
 # ``tl.arange`` gives 1D blocks. ``rows[:, None]`` turns a block of 4 into a 4 x 1 column;
 # ``cols[None, :]`` turns a block of 8 into a 1 x 8 row. Any arithmetic between the two
-# stretches both to 4 x 8. Triton follows NumPy's rules, so PyTorch shows the same result:
+# stretches both to 4 x 8. Triton follows NumPy's rules, so PyTorch shows the same result.
+# Without the ``None``, blocks of shapes (4,) and (8,) do not broadcast: PyTorch raises the
+# error printed below, and Triton refuses such a sum in a kernel too.
 
 rows = torch.arange(4)
 cols = torch.arange(8)
 print("rows[:, None] has shape", tuple(rows[:, None].shape))
 print("cols[None, :] has shape", tuple(cols[None, :].shape))
-print("rows + cols (no None) would be an error: shapes (4,) and (8,) do not broadcast")
+try:
+    rows + cols
+except RuntimeError as error:
+    print("rows + cols, without None, raises:", str(error).splitlines()[0])
 row_stride = 8
 offsets = rows[:, None] * row_stride + cols[None, :]
 print("rows[:, None] * 8 + cols[None, :] =")
@@ -76,7 +84,8 @@ tile_offsets = tile_rows[:, None] * N + tile_cols[None, :]
 print(f"valid lanes in tile (1, 1): {mask.sum()} of {mask.size}")
 
 fig, ax = plt.subplots(figsize=(5, 5))
-ax.imshow(mask, cmap="Greens", vmin=-0.5, vmax=1.5)
+# Two colours only: grey where the mask is false, green where it is true.
+ax.imshow(mask, cmap=ListedColormap(["#e8e8e8", "#74c476"]), vmin=0, vmax=1)
 for i in range(BLOCK):
     for j in range(BLOCK):
         ax.text(j, i, str(tile_offsets[i, j]), ha="center", va="center", fontsize=8,
@@ -86,7 +95,7 @@ ax.set_yticks(range(BLOCK), tile_rows)
 ax.set_xlabel("column index (cols[None, :])")
 ax.set_ylabel("row index (rows[:, None])")
 ax.set_title(f"offsets row * {N} + col of tile (1, 1) in an {M} x {N} matrix;\n"
-             "green = mask true", fontsize=9)
+             "green: mask true (loaded); grey: mask false (not loaded)", fontsize=9)
 fig.tight_layout()
 
 # %%
@@ -98,11 +107,28 @@ fig.tight_layout()
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose_kernel
 #
-# and the launcher:
+# and the launcher. Its first lines, not shown, check the arguments and, when autograd
+# must record the call or ``torch.compile`` traces it, send the call through a registered
+# PyTorch operator instead (the :ref:`autograd page
+# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why). The
+# part that launches:
 #
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose
 #    :start-at: num_rows, num_cols = x.shape
+#
+# ``block_rows`` and ``block_cols`` are keyword arguments of ``transpose``, the tile's
+# height and width; their defaults are printed below. ``needs_int64_offsets(x, out)``
+# says whether an offset can pass ``2**31 - 1``; only then is ``INT64_OFFSETS`` true, and
+# the kernel computes its offsets in 64 bits, as on :ref:`the first page
+# <sphx_glr_auto_examples_basics_01_vector_add.py>`.
+
+defaults = {name: parameter.default
+            for name, parameter in inspect.signature(transpose).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
+print(f"default tile: block_rows={defaults['block_rows']} x "
+      f"block_cols={defaults['block_cols']} = "
+      f"{defaults['block_rows'] * defaults['block_cols']} elements")
 
 shape = runtime.pick(interpreter=(301, 203), gpu=(8191, 4099))
 x = torch.randn(shape, device=device)
@@ -118,13 +144,21 @@ print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
 # Bandwidth
 # ---------
 # A transpose reads and writes every element once, like a copy; but what is a row on one
-# side is a column on the other, so an element-by-element transpose reads or writes down
-# columns, touching a new 32-byte sector for every 4-byte value. A tile avoids that:
-# Triton loads the tile along the input's rows, and stores it along the output's rows,
-# moving it between the two arrangements through the SM's shared memory on the way. (The
-# performance-habits page walks a matrix down its columns on purpose, with no tile to
-# rearrange, to show the cost.) Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a
-# device-to-device copy of 1 GiB, measured in the same run.
+# side is a column on the other. The GPU fetches memory in 32-byte sectors, the smallest
+# piece it moves, so an element-by-element transpose, which reads or writes down columns,
+# touches a new sector for every 4-byte value. A tile avoids that: Triton loads the tile
+# along the input's rows, and stores it along the output's rows, moving it between the
+# two arrangements through shared memory on the way. (Shared memory is a small, fast
+# memory on each streaming multiprocessor, or SM, the part of the GPU that runs a
+# program; :ref:`the GPU page <sphx_glr_auto_examples_basics_04_triton_pytorch_cuda.py>`
+# describes it.) Triton can do this because it knows, when it compiles, which axis of
+# each tile is contiguous: it compiles a separate kernel for integer arguments equal to 1
+# and folds them in as constants, so the column strides of a contiguous input and output
+# (both 1) are constants in the compiled kernel. The :ref:`performance-habits page
+# <sphx_glr_auto_examples_debugging_03_performance_habits.py>` counts sectors, and walks
+# a matrix down its columns on purpose, with no tile to rearrange, to show the cost.
+# Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a device-to-device copy of 1 GiB,
+# measured in the same run.
 
 sizes = [512, 1024, 2048, 4096, 8192]
 
@@ -150,13 +184,17 @@ results.summary(ratios=[("triton_guide", "torch")])
 # The smallest sizes time more than the kernel
 # ----------------------------------------------
 # Compare the two at the large sizes only. A rate is bytes over the time of one call,
-# and a call costs some time whatever its size: the launch, starting the programs,
-# and the host's Python when it is slower than the GPU (``do_bench`` queues an L2 flush,
-# an event, the call and another event, and if the call's Python outlasts the flush the
-# GPU waits between the events). Each size here moves four times the bytes of the one
-# before, so where a call takes much less than four times as long as the call before,
-# those fixed costs are a large part of the smaller call. The times per call, worked back
-# from each rate, and how much each grows from one size to the next:
+# and a call costs some time whatever its size: the launch, starting the programs, and
+# the host's Python when it is slower than the GPU. Each rate comes from
+# ``triton.testing.do_bench``, Triton's timer, which runs the call many times and keeps
+# the median. Before each run it queues a kernel that clears the L2 cache (the cache that
+# all SMs share, in front of the GPU's memory), so that no run finds its data there; then
+# a CUDA event (a marker that the GPU timestamps when its queue reaches it), the call,
+# and another event. If the call's Python outlasts the clearing kernel, the GPU waits
+# between the two events, and the wait is timed too. Each size here moves four times the
+# bytes of the one before, so where a call takes much less than four times as long as
+# the call before, those fixed costs are a large part of the smaller call. The times per
+# call, worked back from each rate, and how much each grows from one size to the next:
 
 for run in results:
     print(f"{run.gpu}: microseconds per call (2 x 4 x n^2 bytes / rate)")
