@@ -5,7 +5,8 @@ order in which lanes touch addresses and the bounds check are all that vary. Two
 
 * :func:`copy`: a flat copy, with the bounds handled three ways (``bounds=``): a mask on
   every block, a branch that masks only the last block, or no check at all (only when
-  the length is a multiple of the block); and :data:`copy_autotuned`'s configurations.
+  the length is a multiple of the block); and :data:`copy_autotuned_kernel`'s
+  configurations.
 * :func:`copy_matrix`: a 2D copy whose programs walk along rows (neighbouring lanes read
   neighbouring addresses) or down columns (neighbouring lanes are a row apart).
 """

@@ -13,7 +13,7 @@ You will learn:
   turns an integer into a pointer;
 * how to write a judge-style ``solve`` and test it locally against torch;
 * what the Triton interpreter can and cannot do with a raw address (found out below by
-  running it);
+  running it, one case only on a GPU machine);
 * which mistakes a tensor interface catches and a raw address lets through.
 """
 
@@ -39,10 +39,11 @@ torch.manual_seed(0)
 # A tensor is an address plus promises
 # ------------------------------------
 # When a kernel is launched with a tensor, Triton passes the address of its first
-# element and types the parameter from the tensor's dtype: inside the kernel, ``x_ptr``
-# is a ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python
-# integer. The shape, the strides, the dtype and the device are *not* passed: they stay
-# behind in the tensor object.
+# element and types the parameter from the tensor's dtype: in the kernel of the
+# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`, ``x_ptr`` is a
+# ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python integer.
+# The shape, the strides, the dtype and the device are *not* passed: they stay behind
+# in the tensor object.
 
 a = torch.randn(10, device=device)
 address = a.data_ptr()
@@ -55,11 +56,11 @@ print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
 # The kernel: cast, then use as usual
 # -----------------------------------
 # An integer argument arrives as an integer scalar whose width Triton picks from its
-# value at each launch: int32 from -2\ :sup:`31` to 2\ :sup:`31` - 1, int64 above
-# that (uint64 from 2\ :sup:`63`). A device address is far above 2\ :sup:`31`, so it
-# arrives as int64, and ``.to(tl.pointer_type(tl.float32))`` reinterprets it as a
-# pointer to float32; from then on the kernel is the vector addition of the
-# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
+# value at each launch: int32 from -2\ :sup:`31` to 2\ :sup:`31` - 1, int64 outside
+# that range, above or below (uint64 from 2\ :sup:`63`). A device address is far above
+# 2\ :sup:`31`, so it arrives as int64, and ``.to(tl.pointer_type(tl.float32))``
+# reinterprets it as a pointer to float32; from then on the kernel is the vector
+# addition of the :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: vector_add_raw_kernel
@@ -96,7 +97,7 @@ for n in (1, 17, BLOCK_SIZE + 1, runtime.pick(interpreter=10_007, gpu=10_000_019
 # ``data_ptr()`` of a CPU tensor, as in the harness above, which ran in this mode when
 # there was no GPU.
 #
-# Two things it cannot do, found by trying:
+# Three things it cannot do, each tried below (the second only on a GPU machine):
 #
 # * **Check the address.** A pointer to memory that is not mapped does not raise a
 #   Python exception: it kills the process. Run in a separate process, with
@@ -129,11 +130,13 @@ if not runtime.interpreting():
 # %%
 # * **Follow a GPU address.** Given tensors, the interpreter copies GPU tensors to the
 #   host before the launch and back afterwards; given an integer, it has nothing to copy
-#   (it does not know how many bytes lie behind the number) and dereferences a GPU
-#   address as if it were a host one. This needs a GPU machine to show, so this cell
-#   runs only on one: a separate process with ``TRITON_INTERPRET=1`` calls ``solve``
-#   with the addresses of GPU tensors. (``run_solve``, the tensor harness above, refuses
-#   such tensors before the launch and names their device; ``solve`` sees only integers.)
+#   (it does not know how many bytes lie behind the number), so it can only treat a GPU
+#   address as one in its own host memory, which it is not. What happens then needs a
+#   GPU machine to show: there, this cell runs a separate process with
+#   ``TRITON_INTERPRET=1`` that calls ``solve`` with the addresses of GPU tensors, and
+#   prints how it ended. A build without a GPU skips the cell and says so below.
+#   (``run_solve``, the tensor harness above, refuses such tensors before the launch and
+#   names their device; ``solve`` sees only integers.)
 
 if runtime.interpreting():
     print("(skipped: no GPU here, so there are no GPU addresses to try)")
@@ -228,8 +231,10 @@ except ValueError as error:
 #   argument is a number until ``.to(tl.pointer_type(dtype))`` makes it a pointer.
 # * Test a judge-style ``solve`` with tensors you made: pass ``data_ptr()``,
 #   synchronise, compare with a float64 torch reference, odd sizes included.
-# * The interpreter dereferences raw addresses in host memory: CPU tensors work, GPU
-#   addresses and bad addresses do not, and a bad one kills the process.
+# * The interpreter dereferences raw addresses in its own host memory: the addresses
+#   of CPU tensors work, and an unmapped one kills the process. A GPU address is not
+#   host memory, so do not expect it to work; the cell that tries it runs only on a GPU
+#   machine.
 # * Outside a judge, take tensors: the launcher can check what an address cannot tell.
 #
 # Used here: :func:`triton_guide.raw_pointers.solve`,

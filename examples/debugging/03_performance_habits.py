@@ -28,6 +28,7 @@ You will learn:
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import tempfile
@@ -90,11 +91,13 @@ def vector(size):
 # %%
 # Block size and ``num_warps``
 # ----------------------------
-# A program handles ``BLOCK_SIZE`` elements with ``num_warps * 32`` threads, so each
-# thread handles ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and
-# threads sit idle or load less than the 16 bytes one instruction can move; too many,
-# and a program needs many registers and the GPU fits fewer programs at once. The
-# division, for the copy of ``TIMED_N`` elements timed below:
+# A program handles ``BLOCK_SIZE`` lanes with ``num_warps * 32`` threads, so each
+# thread holds ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and a
+# thread loads less than the 16 bytes one instruction can move. Fewer lanes than
+# threads (a fraction in the table below), and Triton's layout gives each lane to more
+# than one thread: the extra threads repeat work that others already do. Too many, and
+# a program needs many registers and the GPU fits fewer programs at once. The division,
+# for the copy of ``TIMED_N`` elements timed below:
 
 block_sizes = [128, 256, 512, 1024, 2048, 4096, 8192]
 warp_counts = [1, 2, 4, 8, 16]
@@ -139,15 +142,22 @@ for run in results:
 # %%
 # Elements per thread do not explain the smallest blocks. At BLOCK_SIZE 128 with 1 warp,
 # a thread holds 4 float32, the 16 bytes one load instruction can move, yet 1, 2 and 4
-# warps land at about the same bandwidth, well under the ceiling. What those cells share
-# is the number of programs that finish per microsecond, the bandwidth divided by the
-# bytes a program moves (``2 * 4 * BLOCK_SIZE``), printed below. Each program costs a
-# fixed amount besides its bytes: the GPU must start it on an SM, it computes its
-# offsets, and its stores wait for its loads. At 128 elements that fixed cost, not the
-# memory, sets the pace. With 8 and 16 warps the rate drops further: an SM of compute
-# capability 9.0 (the H100 and the H200) holds at most 32 programs and 64 warps at once,
-# so only 8 or 4 of these programs fit on it, too few to keep enough loads in flight. A
-# larger block spreads the same fixed cost over more bytes.
+# warps land at about the same bandwidth, well under the ceiling. Divide the bandwidth
+# by the bytes a program moves (``2 * 4 * BLOCK_SIZE``) to get the programs that finish
+# per microsecond, and compare the two GPUs: at BLOCK_SIZE 128 they finish about the
+# same number, although the H200's copy ceiling is well above the H100's (both printed
+# below). The memory does not set that pace. Each program costs a fixed amount besides
+# its bytes: the GPU must start it on an SM, it computes its offsets, and its stores
+# wait for its loads. At 128 lanes that fixed cost, not the memory, is the likely limit,
+# and a larger block spreads it over more bytes.
+
+
+def gpu_pairs(results):
+    """(slower, faster) pairs of GPUs, ranked by their copy ceilings."""
+    runs = sorted((run for run in results if run.ceiling),
+                  key=lambda run: run.ceiling.value)
+    return [(runs[0], run) for run in runs[1:]]
+
 
 for run in results:
     print(f"{run.gpu}: programs finished per microsecond "
@@ -157,14 +167,49 @@ for run in results:
         rates = [values[i] * 1e3 / (2 * 4 * block_size)
                  for values in run.series.values()]
         print(f"{block_size:>10}" + "".join(f"{rate:>10,.0f}" for rate in rates))
+for base, other in gpu_pairs(results):
+    i, j = base.xs.index(128), other.xs.index(128)
+    ratios = ", ".join(f"{name} {other[name][j] / base[name][i]:.2f}x"
+                       for name in base.series)
+    print(f"{other.gpu} over {base.gpu}, programs per microsecond at BLOCK_SIZE 128: "
+          f"{ratios}; copy ceiling {other.ceiling.value / base.ceiling.value:.2f}x")
+
+# %%
+# With 8 and 16 warps the rate drops further. A program is one thread block, and an SM
+# of compute capability 9.0 (the H100 and the H200) holds at most 32 thread blocks and 64
+# warps at once (the table "Technical Specifications per Compute Capability" in NVIDIA's
+# `CUDA C++ Programming Guide
+# <https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html>`__). A copy needs
+# few registers and no shared memory, so these two limits decide how many programs fit
+# on an SM at once:
+
+MAX_PROGRAMS_PER_SM, MAX_WARPS_PER_SM = 32, 64  # compute capability 9.0
+for w in warp_counts:
+    resident = min(MAX_PROGRAMS_PER_SM, MAX_WARPS_PER_SM // w)
+    limit = ("the limit of 32 programs" if resident == MAX_PROGRAMS_PER_SM
+             else f"{MAX_WARPS_PER_SM} warps / {w}")
+    at_128 = [(run.gpu, run.xs.index(128), run) for run in results]
+    against_one = ", ".join(f"{gpu} {run[f'{w} warps'][i] / run['1 warps'][i]:.2f}"
+                            for gpu, i, run in at_128)
+    print(f"{w:>2} warp(s): {resident:>2} programs per SM ({limit}); at "
+          f"BLOCK_SIZE 128, rate against 1 warp's: {against_one or 'not recorded'}")
+
+# %%
+# With 1, 2 or 4 warps, 16 or more programs fit on an SM, and the rate stays the same.
+# With 8 warps only 8 fit, with 16 only 4, and the rate falls, to about half with 16. A
+# program holds its place on the SM while it waits for its loads, so fewer programs at
+# once means fewer loads in flight, too few to keep up the pace.
 
 # %%
 # Coalescing: rows against columns
 # --------------------------------
-# A warp's 32 lanes issue their loads together, and memory is fetched in 32-byte
-# sectors. When neighbouring lanes read neighbouring addresses, 32 float32 lanes need 4
-# sectors; when each lane's address is a whole row apart, they need 32, and 28 of every
-# 32 bytes fetched are thrown away. Both walks below copy the same matrix:
+# A warp's 32 threads issue a load instruction together, and the memory system serves
+# it in 32-byte sectors. When neighbouring lanes read neighbouring addresses, 32 float32
+# lanes fall in 4 sectors; when each lane's address is a whole row apart, they fall in
+# 32, so the same 128 useful bytes cost 32 sector requests instead of 4, each for 4
+# useful bytes. The other 28 bytes of each sector are not necessarily fetched again
+# from memory: the programs of the neighbouring columns need them, and may find them in
+# cache. Both walks below copy the same matrix:
 #
 # .. literalinclude:: /../triton_guide/copy.py
 #    :pyobject: copy_rows_kernel
@@ -172,11 +217,11 @@ for run in results:
 # .. literalinclude:: /../triton_guide/copy.py
 #    :pyobject: copy_columns_kernel
 #
-# The byte addresses that 32 lanes read if each lane reads one float32, from the
-# matrix's strides and the kernels' indexing. This is a model: the compiler may give each
-# lane several neighbouring values (four float32 in one 16-byte load, for a row), which
-# changes which lane reads what, not which sectors a walk along rows or down columns
-# touches per useful byte.
+# The byte addresses of 32 lanes, one float32 each, from the matrix's strides and the
+# kernels' indexing, as one warp reads them if each of its threads holds one lane. This
+# is a model: the compiler may give a thread several neighbouring lanes (four float32 in
+# one 16-byte load, for a row), which changes which thread reads what, not how many
+# sectors a walk along rows or down columns touches per useful byte.
 
 rows, cols = runtime.pick(interpreter=(64, 96), gpu=(8192, 8192))
 matrix = torch.randn(rows, cols, device=device)
@@ -197,8 +242,10 @@ for walk in walks:
           f"{torch.equal(copy_matrix(matrix, walk=walk), matrix)}")
 
 # %%
-# Measured, on square matrices from 4 MiB (which fits in an L2 cache) to 256 MiB
-# (which does not):
+# Measured, on square matrices from 4 MiB to 256 MiB. ``do_bench`` clears the L2 cache
+# before every run (it zeroes a 256 MiB buffer), so at every size the matrix starts in
+# HBM. What differs is what fits once it is loaded: the smallest matrix and its copy fit
+# in an L2 cache, the largest do not.
 
 sides = [1024, 2048, 4096, 8192]
 
@@ -230,23 +277,35 @@ for run in coalescing:
     for walk in walks:
         micros = us_per_call(2 * 4 * side * side, run[walk][run.xs.index(side)])
         print(f"    walk={walk}, n = {side}: {micros:.1f} microseconds per call")
+for base, other in gpu_pairs(coalescing):
+    for walk in walks:
+        ratios = ", ".join(
+            f"{other[walk][other.xs.index(side)] / base[walk][i]:.2f}x at n = {side}"
+            for i, side in enumerate(base.xs) if side in other.xs)
+        print(f"{other.gpu} over {base.gpu}, walk={walk}: {ratios}")
+    print(f"{other.gpu} over {base.gpu}, copy ceiling: "
+          f"{other.ceiling.value / base.ceiling.value:.2f}x")
 
 # %%
-# Counting sectors predicts a gap of 8x. The measured gap grows with the matrix, and the
-# table shows which walk moves: down columns the bandwidth is about the same at every
-# size, while along rows it climbs with the size. No size starts with its data in the L2
-# cache (``do_bench`` flushes it before every run, and a copy reads each byte once), so
-# what holds the small row copies back is their length: a call of a few microseconds,
-# printed above, is too short to reach full bandwidth, because starting the programs,
-# filling every SM with loads and waiting for the last of them take a fixed time that a
-# longer copy spreads over more bytes; and ``do_bench`` times one call as a program
-# makes it, so where the host's Python outlasts the L2 flush queued before the call,
-# that host time is in the number too (it differs between the two GPUs' machines).
-# Where the gap is more than 8x, as on the largest matrices, counting sectors is not the
-# whole story (the memory system may fetch more than one sector per miss, and addresses
-# a whole row apart are a poor pattern for HBM as well); this page measures the gap, not
-# its parts. Either way, make the lanes of a
-# program walk along the dimension with stride 1.
+# Counting sectors predicts a gap of 8x. The measured gap runs from under 2x to over
+# 10x, because the two walks change differently with the size. Along rows, the
+# bandwidth climbs with the matrix: a call of a few microseconds, printed above, likely
+# spends much of its time starting its programs and waiting for the last of them, a
+# fixed time that a longer copy spreads over more bytes. Why the H200 is the slower of
+# the two along rows at n = 1024 (printed above) is not measured here.
+#
+# Down columns, the bandwidth is about the same at every size. That includes n = 1024,
+# where the matrix and its copy fit in L2 once loaded, so each sector comes from HBM
+# about once, whichever program asks for it first. And from the H100 to the H200, the
+# column walk gains much less than the copy ceiling does (both printed above). If the
+# bytes fetched from HBM set its pace, the small matrix would run faster and the H200's
+# faster memory would show. Both point instead at the number of sector requests. For
+# each 128 useful bytes, the column walk's loads ask for 32 sectors where the row
+# walk's ask for 4, and the SMs that issue those requests are of the same compute
+# capability on both GPUs, so they would serve them at about the same rate. That is a
+# likely explanation, not a measured one: this page does not count requests (a
+# profiler such as Nsight Compute does). Either way, make the lanes of a program walk
+# along the dimension with stride 1.
 
 # %%
 # Masks against branches
@@ -296,11 +355,12 @@ for run in checks:
 # ---------------------------------------
 # The length matters in one more way. Triton compiles a kernel separately for an integer
 # argument that divides by 16 and one that does not (and for pointers aligned to 16
-# bytes or not). When ``num_elements`` divides by 16, a run of four float32 lanes is
-# either all inside the mask or all outside, so the compiler can load and store four
-# values per instruction. When it does not, it must treat each lane apart. The PTX
-# (NVIDIA's assembly, which Triton produces on the way to machine code) shows it; it
-# needs no GPU to produce, because
+# bytes or not). A thread holds its lanes in runs of four consecutive ones, 16 bytes of
+# float32. When ``num_elements`` divides by 16, each run is all inside the mask or all
+# outside it, so the thread loads (and stores) its four elements with one instruction.
+# When it does not, the compiler cannot know that, and the thread loads each element
+# apart. The PTX (NVIDIA's assembly, which Triton produces on the way to machine code)
+# shows it; it needs no GPU to produce, because
 # :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 on any machine.
 # Torch's allocations are aligned, so both pointers are passed as multiples of 16:
 
@@ -321,14 +381,14 @@ for (bounds, divides), compiled in zip(ptx_cases, ptx):
     print(f"  bounds={bounds!r:<9} length {length:<14}: {wide} x 16 bytes, {narrow} x 4 bytes")
 
 # %%
-# PTX is written for one lane, so the counts are per lane: 128 lanes (4 warps) share a
-# block of 1,024 elements, 8 each. Masked, a length that divides by 16 lets each lane
-# fetch its values 16 bytes at a time; one that does not costs a 4-byte load per value,
-# in every program. The branch keeps the 16-byte loads for every full block and pays
-# the 4-byte ones only in its masked path, which only the last program takes (the PTX
-# holds both paths, hence both counts). Whether the extra
-# instructions cost bandwidth is a question for the clock: the same copy, one element
-# longer than ``TIMED_N``:
+# PTX is written for one thread, so the counts are per thread: 128 threads (4 warps)
+# share a block of 1,024 lanes, 8 per thread. Masked, a length that divides by 16 lets
+# each thread load its 8 elements as two runs of four, 16 bytes at a time; one that does
+# not costs a 4-byte load per element, in every program. The branch keeps the 16-byte
+# loads for every full block and pays the 4-byte ones only in its masked path, which
+# only the last program takes (the PTX holds both paths, hence both counts). Whether
+# the extra instructions cost bandwidth is a question for the clock: the same copy, one
+# element longer than ``TIMED_N``:
 
 odd_n = TIMED_N + 1
 print(f"n = {odd_n:,}: odd_n % 16 = {odd_n % 16}")
@@ -362,10 +422,16 @@ print(f"BLOCK_SIZE in {AUTOTUNE_BLOCK_SIZES} x num_warps in {AUTOTUNE_NUM_WARPS}
 # %%
 # Measured on a GPU, in milliseconds of wall-clock time: the first call of the autotuned
 # copy of ``TIMED_N`` elements, the calls after it (a median, like every timing above),
-# and, for scale, one compilation of one configuration of the plain copy. Triton keeps
-# compiled kernels in an on-disk cache, which would make a second build of this page
-# look cheaper than a first; an empty cache directory, for these two measurements only,
-# makes both compile for real.
+# and, for scale, "one compilation": the first call of the plain copy in a configuration
+# this page has not compiled before. Triton keeps compiled kernels in an on-disk cache,
+# which would make a second build of this page look cheaper than a first; an empty
+# cache directory, for these two first calls only, makes both compile for real.
+#
+# ``one_compilation`` below times all of one call, from Python until the copy has
+# finished, so it holds more than the compiler: the copy itself (a fraction of a
+# millisecond), and what Triton 3.6, the version of these recordings, builds once per
+# cache directory and kernel signature: a small C launcher for the kernel's argument
+# types, compiled with the host's C compiler and kept in that directory.
 
 
 def wall_ms(fn):
@@ -415,6 +481,14 @@ def later_calls(size):
     return lambda: median_ms(lambda: copy(data, autotune=True))
 
 
+# autotune times each configuration with triton.testing.do_bench at its defaults
+bench_defaults = inspect.signature(triton.testing.do_bench).parameters
+warmup_ms, rep_ms = bench_defaults["warmup"].default, bench_defaults["rep"].default
+timing_ms = configs * (warmup_ms + rep_ms)
+print(f"do_bench's defaults: {warmup_ms} ms of warm-up and {rep_ms} ms of timed runs, "
+      f"whatever the kernel's speed; for {configs} configurations, about "
+      f"{timing_ms / 1e3:.2f} s")
+
 cost = bench.measure(
     "autotune: first call and later calls",
     [TIMED_N],
@@ -431,6 +505,22 @@ for run in cost:
           f"configurations), {first / compiling:.0f}x one compilation "
           f"({compiling / 1e3:.2f} s); later calls {later:.3f} ms "
           f"({gb_per_s(2 * 4 * run.xs[0], later):.0f} GB/s)")
+    rest = first - timing_ms
+    print(f"    less about {timing_ms / 1e3:.2f} s of timing ({timing_ms / first:.0%} of "
+          f"the first call): about {rest / 1e3:.2f} s left, "
+          f"{rest / configs / 1e3:.2f} s per configuration, "
+          f"{rest / configs / compiling:.2f}x one compilation")
+
+# %%
+# Nine times "one compilation", plus the timing, would be far more than the first call
+# took. Two things close the gap. Autotune times each configuration for a fixed time,
+# at ``do_bench``'s defaults, whatever the kernel's speed, and that is more than half
+# of the first call. What is left, per configuration, is about a quarter of "one
+# compilation" (both printed above). The likely reason is the launcher: the nine
+# configurations share one signature, so the first call builds it once, while "one
+# compilation" pays for it in full. The split is an estimate from ``do_bench``'s
+# defaults (its warm-up can take less than its 25 ms), not a timing: this page does
+# not time the parts of a first call apart.
 
 # %%
 # What the first call measured: autotune keeps its timing of every configuration (in
@@ -486,10 +576,12 @@ print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 # ---------
 # * Measure before tuning: on a memory-bound kernel the sweep shows how flat, or not,
 #   the block size and warp count landscape is.
-# * Let neighbouring lanes read neighbouring addresses; walking down columns wastes most
-#   of every sector fetched.
+# * Let neighbouring lanes read neighbouring addresses. Down columns, a warp's loads ask
+#   for 8 times as many sectors per useful byte, and the column walk stayed at about the
+#   same low bandwidth at every size, on both GPUs.
 # * Measure what a mask costs before removing it; the cells above compare all three
-#   ways, at a length that divides by 16 and at one that does not.
+#   ways at a length that divides by 16, and the mask against the branch at one that
+#   does not.
 # * Read the PTX to see what the compiler made of a kernel: whether loads are 16 bytes
 #   wide depends on what it knows about lengths and pointers.
 # * Autotuning costs compilations and timings on the first call of every new key.
