@@ -143,6 +143,21 @@ def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
     assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
 
 
+def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
+    # The row length reaches the kernel as n_cols: tl.constexpr, then is used as N.
+    solution = get("softmax_rows").solution_path.read_text()
+    renamed = solution.replace(
+        "def softmax_kernel(x_ptr, out_ptr, N, ",
+        "def softmax_kernel(x_ptr, out_ptr, n_cols: tl.constexpr, ").replace(
+        "    row = tl.program_id(0)\n", "    N = n_cols\n    row = tl.program_id(0)\n")
+    assert renamed.count("n_cols") == 2
+    path = tmp_path / "renamed.py"
+    path.write_text(renamed)
+    report = check_file(get("softmax_rows"), path, seed=seed)
+    assert _said_about(report, "tail_of_1").startswith(
+        "took the size n_cols as tl.constexpr"), report.text()
+
+
 # A GPU's arithmetic does not keep a NaN's payload bits, so there the checker cannot tell
 # the margins' NaN from others and says so in more general words (seen on an H100).
 @pytest.mark.parametrize("name, mistake, caught_by, said, said_on_gpu", [

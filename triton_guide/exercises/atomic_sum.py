@@ -61,6 +61,10 @@ def cases(generator):
 MISTAKES = [
     Mistake("out_not_zeroed", "out is never set to zero, so the first addition adds to NaN",
             "    out.zero_()\n", "", "n=1"),
+    Mistake("grid_rounded_down", "the grid is n // BLOCK_SIZE, which launches no program at "
+            "all when n < BLOCK_SIZE and drops the tail otherwise",
+            "triton.cdiv(n, BLOCK_SIZE)", "n // BLOCK_SIZE", "n=1",
+            reported="Every wrong element is exactly 0"),
     Mistake("store_not_atomic", "each program stores its partial sum over the others'",
             "tl.atomic_add(out_ptr, tl.sum(x, axis=0))", "tl.store(out_ptr, tl.sum(x, axis=0))",
             "larger_than_one_block"),

@@ -418,9 +418,12 @@ UNDEFINED_FILLS = (3e38, -3e38)
 _RACE_HINT = ("Programs run in no set order on a GPU: an element that one program stores "
               "and another reads, stores or adds into in the same launch can end up with "
               "either's value, or lose an update (a load, an add and a store into a shared "
-              "total loses the additions of programs in between). Give every element one "
-              "program that stores it, or update shared elements only with tl.atomic_* "
-              "(after zeroing them before the launch, not from a program).")
+              "total loses the additions of programs in between). If every element should "
+              "have one owner, check the offsets first: two programs that compute the same "
+              "offset (a wrong stride, a missing * BLOCK, the wrong program_id axis) store "
+              "into each other's elements. If the elements are meant to be shared, update "
+              "them only with tl.atomic_* (after zeroing them before the launch, not from a "
+              "program).")
 
 
 def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
@@ -499,7 +502,8 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
 
     # Whether a kernel stored into the output at all, where the checker can see it.
     stored = next(r.written for r in regions if r.name == output_name) if WATCH_MEMORY else None
-    wrong = _compare(exercise, case, placed[output_name].view, returned, stored)
+    wrong = _compare(exercise, case, placed[output_name].view, returned, stored,
+                     watch.undefined_read)
     if wrong is not None:
         return wrong
     broken = _broken_constraint(case, watch, regions)
@@ -509,10 +513,11 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
 
 
 def _compare(exercise, case: Case, output: torch.Tensor, returned,
-             stored: bool | None) -> CaseResult | None:
+             stored: bool | None, undefined_read: bool = False) -> CaseResult | None:
     """The failure, if ``output`` differs from the reference; ``None`` if it matches.
 
-    ``stored`` says whether a kernel stored into ``output`` (``None``: not known).
+    ``stored`` says whether a kernel stored into ``output`` (``None``: not known);
+    ``undefined_read``, whether a load without ``other=`` had masked-off lanes.
     """
     output_name = case.output_name
     reference_inputs = {k: v.double() if isinstance(v, torch.Tensor) else v
@@ -582,11 +587,22 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
             details.append("The NaN around an input (in its margins, and in the gaps of a "
                            "strided view): an unmasked load past the end of an input, or an "
                            "offset computed with a wrong stride?")
-        if not sources & {UNDEFINED_BITS, INPUT_MARGIN_BITS}:
+        if not sources & {UNDEFINED_BITS, INPUT_MARGIN_BITS} and undefined_read:
+            details.append("A NaN where a number is expected, and a load without other= "
+                           "had masked-off lanes, which read NaN here: through a maximum, a "
+                           "sum or an exp their NaN spreads to a whole row. Give other= a "
+                           "value that changes nothing: -inf for a maximum, 0.0 for a sum.")
+        elif not sources & {UNDEFINED_BITS, INPUT_MARGIN_BITS}:
             details.append("A NaN where a number is expected: computed from an input's "
                            "margin or gaps (NaN: an unmasked load past the end, or a wrong "
                            "stride?), from masked-off lanes loaded without other=, or by "
                            "the arithmetic itself (inf - inf, 0 / 0)?")
+    zeros = bad & (actual == 0) & ~unwritten
+    if bool(zeros.any()) and bool((zeros == bad).all()):
+        details.append("Every wrong element is exactly 0, a value a program or solve wrote, "
+                       "not the checker's NaN: was the output zeroed and then never added "
+                       "into (no program launched: a grid of n // BLOCK_SIZE is empty when n "
+                       "< BLOCK_SIZE), or zeroed after the kernels ran?")
     return CaseResult(case, False, summary, details)
 
 
@@ -607,7 +623,10 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseR
                 return CaseResult(case, False, f"took a float as tl.constexpr {parameter}", [
                     f"{launch.kernel} takes {parameter} as a tl.constexpr: every new value "
                     "compiles a new kernel. Pass it as an ordinary argument."])
-            if parameter in sizes and value == sizes[parameter]:
+            # Under another name too: a block size is a power of two, a size here need not be.
+            renamed = (isinstance(value, int) and not isinstance(value, bool)
+                       and value & (value - 1) != 0 and value in sizes.values())
+            if (parameter in sizes and value == sizes[parameter]) or renamed:
                 return CaseResult(case, False, f"took the size {parameter} as tl.constexpr", [
                     f"{launch.kernel} takes {parameter} as a tl.constexpr: every new size "
                     "compiles a new kernel. Pass it as an ordinary argument and mask "

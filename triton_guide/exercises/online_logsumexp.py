@@ -15,7 +15,10 @@ Constraints:
   ``exp(-10**4)`` underflows to 0 and ``log(0) = -inf``).
 * You do not know ``m`` until the row ends. Keep a running maximum and a running sum, and
   when the maximum grows from ``m`` to ``m'``, rescale the sum by ``exp(m - m')``.
-* A row of only ``-inf`` has log-sum-exp ``-inf`` (not NaN: beware ``-inf - (-inf)``).
+* Values may be ``-inf`` (masked out, as attention scores can be): whole blocks of a
+  row, or a whole row. A row of only ``-inf`` has log-sum-exp ``-inf``, and a row whose
+  first blocks are ``-inf`` has the log-sum-exp of its other values: not NaN, so beware
+  ``-inf - (-inf)`` while the running maximum is still ``-inf``.
 
 ``solve(x, out, M, N)`` launches the kernel and returns nothing.
 """
@@ -42,12 +45,13 @@ def tolerance(**inputs):
 
 def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
           by_columns=False,
-          ascending=False, row_of_neg_inf=False):
+          ascending=False, row_of_neg_inf=False, leading_neg_inf=0):
     x = randn(generator, M, N, scale=scale) + shift
     if ascending:
         x = x.sort(dim=1).values
     if row_of_neg_inf:
         x[M // 2] = -float("inf")
+    x[:, :leading_neg_inf] = -float("inf")
     if non_contiguous:
         x = strided(x)
     if by_columns:
@@ -76,6 +80,11 @@ def cases(generator):
               generator, 3, 500, shift=1e4),
         _case("row_of_neg_inf", "the middle row is all -inf: its answer is -inf, not NaN",
               generator, 3, 200, row_of_neg_inf=True),
+        _case("leading_neg_inf", "the first 2500 values of every row are -inf (masked "
+              "out, as attention scores can be), the rest finite: whole blocks hold no "
+              "number yet", generator, 2, 3000, leading_neg_inf=2500),
+        _case("long_rows", "one row of 20000: many blocks, more than any single block holds",
+              generator, 1, 20000),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 6),
               size_between(generator, 1, 4000)),
         _case("random_2", "random M and N, non-contiguous", generator,

@@ -58,6 +58,10 @@ def cases(generator):
         _case("all_negative", "every value below zero", generator, 6, 77, shift=-5.0),
         _case("large_values", "values of size 1e4: exp(x) overflows without the max",
               generator, 4, 100, scale=1e4),
+        _case("near_minus_5000", "every value near -5000: padding must be -inf, not a "
+              "finite stand-in such as -1000", generator, 3, 300, shift=-5000.0),
+        _case("longest_rows", "rows of 4096, the longest the statement allows", generator,
+              2, 4096),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 20),
               size_between(generator, 1, 2000)),
         _case("random_2", "random M and N, non-contiguous", generator,
@@ -71,6 +75,16 @@ MISTAKES = [
             "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "large_values"),
     Mistake("padding_with_zero", "padded lanes load 0 and add exp(0 - max) to the sum",
             'other=-float("inf")', "other=0.0", "tail_of_1"),
+    Mistake("load_without_other", "the padded lanes are loaded without other=: undefined "
+            "on a GPU, NaN here, and the row's maximum and sum take them in",
+            'mask=mask,\n                other=-float("inf"))', "mask=mask)", "tail_of_1",
+            reported="a load without other= had masked-off lanes", needs_interpreter=True),
+    Mistake("padding_with_minus_1000", "padded lanes load -1000, which looks small enough "
+            "but is the row's maximum when every value is near -5000",
+            'other=-float("inf")', "other=-1000.0", "near_minus_5000"),
+    Mistake("block_fixed_at_2048", "a fixed block of 2048: rows longer than that lose "
+            "their end", "BLOCK_SIZE=triton.next_power_of_2(N)", "BLOCK_SIZE=2048",
+            "longest_rows"),
     Mistake("out_with_x_strides", "stores out with x's strides: right while x is contiguous, "
             "past the end of out when it is not",
             "out_ptr + row * N + cols", "out_ptr + row * stride_row + cols * stride_col",
