@@ -143,6 +143,24 @@ def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
     assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
 
 
+def test_an_output_computed_by_torch_fails(tmp_path, seed):
+    # The kernel runs and reads x, but stores nothing; solve writes the answer with torch.
+    solution = get("relu").solution_path.read_text()
+    by_torch = solution.replace(
+        "    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)\n",
+        "    pass\n").replace(
+        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
+        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n    out.copy_(x.clamp(min=0))\n")
+    assert "out.copy_" in by_torch and "tl.store" not in by_torch
+    path = tmp_path / "by_torch.py"
+    path.write_text(by_torch)
+    report = check_file(get("relu"), path, seed=seed)
+    if runtime.interpreting():
+        assert _said_about(report, "n=1").startswith("no kernel stored into out"), report.text()
+    else:  # on a GPU the checker cannot see which kernel stored what
+        assert report.passed, report.text()
+
+
 def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
     # The row length reaches the kernel as n_cols: tl.constexpr, then is used as N.
     solution = get("softmax_rows").solution_path.read_text()

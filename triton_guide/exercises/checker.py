@@ -478,6 +478,10 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                       else message[-1] if message else "")
         yours = _lines_in(getattr(getattr(solve, "__code__", None), "co_filename", None), error)
         where = ["where in your file:", *yours] if yours else []
+        if "active drivers" in str(error) and runtime.interpreting():
+            where.append("triton.autotune times its configurations on a GPU, which the "
+                         "interpreter has none of: check with one configuration (or a fixed "
+                         "block size) on a CPU, and autotune on a GPU.")
         return CaseResult(case, False, f"solve raised {type(error).__name__}: {first_line}"[:160],
                           [*where, "the end of the traceback:", *tail], error=str(error))
 
@@ -561,11 +565,16 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "the checker ignores what solve returns.")
     elif nothing:
         details.append(f"Nothing stored into {output_name}: does solve pass the "
-                       f"{output_name} it receives to the kernel, and launch any program?")
+                       f"{output_name} it receives to the kernel, and launch any program? "
+                       "Or is every lane of the store masked off (compare the mask with "
+                       "the size, as in offsets < n)?")
     elif never_written:
         details.append("The checker's NaN: the element was never stored, or was computed "
-                       f"from {output_name}'s\n  initial value. Does the grid cover every "
-                       "block? Is a store masked off?")
+                       f"from {output_name}'s\n  initial value (a tl.atomic_add adds to what "
+                       "is there: zero it before the launch). Does the grid cover every "
+                       "block? Is a store masked off? Do all programs compute the same "
+                       "offsets (program_id(0) * BLOCK_SIZE missing, or the wrong "
+                       "program_id axis)?")
     computed_nan = bad & actual.isnan() & ~unwritten & ~expected.isnan()
     if computed_nan.any():
         sources = set(bits[computed_nan].tolist())
@@ -577,8 +586,9 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                            "load without other= a value that changes nothing, and check "
                            "where values land: a masked-off lane reaches a kept "
                            "position when the tile is built the wrong way round "
-                           "([:, None] and [None, :] swapped) or an offset uses the "
-                           "wrong stride.")
+                           "([:, None] and [None, :] swapped), an offset uses the "
+                           "wrong stride, or a load's mask is narrower than the store's "
+                           "(compared with the wrong size).")
         elif UNDEFINED_BITS in sources:
             details.append("The NaN of a masked-off lane: a tl.load with a mask and no "
                            "other= leaves those lanes undefined on a GPU (NaN here); give "
@@ -633,6 +643,11 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseR
                     "against it; only block sizes need to be tl.constexpr."])
     if not WATCH_MEMORY:
         return None
+    if not any(region.written for region in regions if region.name == case.output_name):
+        return CaseResult(case, False, f"no kernel stored into {case.output_name}", [
+            f"{case.output_name} holds the right values, but no Triton kernel stored into it: "
+            "solve computed them with PyTorch (from the kernel's results, or instead of "
+            "them). The exercise is to compute them in the kernel."])
     for region in regions:
         if region.name == case.output_name:
             continue

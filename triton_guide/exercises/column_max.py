@@ -8,8 +8,9 @@ Constraints:
   ``x.stride(0)`` and ``x.stride(1)``. ``1 <= M, N <= 10**5``, and every element's offset
   ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31`` (int32 offsets reach it).
 * Each program owns a block of columns and walks down the rows a tile at a time. Lanes
-  outside the matrix must not win the maximum: load them as ``-inf`` (``other=``), not 0,
-  or a column of negative numbers comes out as 0.
+  outside the matrix must not win the maximum: load them as ``-inf`` (``other=``). Not 0,
+  or a column of negative numbers comes out as 0; nor a large finite negative, as values
+  reach ``-1e38``.
 * ``out`` is a contiguous float32 vector of ``N`` elements.
 
 ``solve(x, out, M, N)`` launches the kernel and returns nothing.
@@ -56,6 +57,9 @@ def cases(generator):
         _case("all_negative", "every value below zero, 37 rows (a partial row tile)",
               generator, 37, 50, shift=-5.0),
         _case("large_values", "values near +-1e30", generator, 40, 30, scale=1e30),
+        _case("below_minus_1e37", "every value near -1e38: padding with a finite stand-in "
+              "for -inf, such as -1e9, wins the maximum", generator, 37, 20, scale=1e37,
+              shift=-1e38),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 200),
               size_between(generator, 1, 200)),
         _case("random_2", "random M and N, non-contiguous", generator,
@@ -80,4 +84,7 @@ MISTAKES = [
             'tile = tl.load(pointers, mask=mask, other=-float("inf"))',
             "tile = tl.load(pointers, mask=mask)", "n=1",
             reported="does a masked load need other=", needs_interpreter=True),
+    Mistake("padding_with_minus_1e9", "masked-off lanes load -1e9, a finite stand-in for -inf "
+            "that beats a column of values near -1e38",
+            'other=-float("inf")', "other=-1e9", "below_minus_1e37"),
 ]

@@ -5,6 +5,8 @@ Write a kernel that computes ``out[i] = max(x[i], 0)`` for every ``i < n``.
 Constraints:
 
 * ``x`` and ``out`` are contiguous float32 vectors of ``n`` elements, ``1 <= n <= 10**7``.
+  Every ``x[i]`` is a finite float32 number, up to ``3e38`` in size (no NaN or infinity);
+  a negative ``x[i]`` may give ``0.0`` or ``-0.0``.
 * Every load and every store of the last block must be masked: the checker surrounds each
   tensor with a margin and reports a store that lands past the end of ``out``, which on a
   GPU would silently overwrite whatever tensor lives there. In the interpreter it also
@@ -30,7 +32,8 @@ def tolerance(**inputs):
 
 
 def _case(name, why, generator, n, *, scale=1.0, shift=0.0):
-    x = randn(generator, n, scale=scale) + shift
+    # Draws beyond 3 standard deviations are clipped: near_float32_max stays finite.
+    x = randn(generator, n).clamp(-3.0, 3.0) * scale + shift
     return Case(name, why, {"x": x, "out": Output((n,)), "n": n})
 
 
@@ -45,6 +48,8 @@ def cases(generator):
               shift=-5.0),
         _case("all_positive", "every x above zero: out equals x", generator, 777, shift=5.0),
         _case("large_values", "values near 1e30", generator, 500, scale=1e30),
+        _case("near_float32_max", "values near +-3e38: arithmetic tricks such as "
+              "(x + |x|) / 2 overflow to inf", generator, 300, scale=1.1e38),
         _case("random_1", "random n", generator, size_between(generator, 1, 5000)),
         _case("random_2", "random n", generator, size_between(generator, 1, 5000)),
     ]
@@ -67,4 +72,7 @@ MISTAKES = [
             "    out = torch.empty_like(x)\n    relu_kernel[grid](x, out, n, "
             "BLOCK_SIZE=BLOCK_SIZE)\n    return out\n", "n=1",
             reported="write into the out you receive"),
+    Mistake("sum_of_x_and_abs", "(x + |x|) / 2 is max(x, 0) in exact arithmetic, but x + |x| "
+            "overflows to inf when x is above half of float32's largest value",
+            "tl.maximum(x, 0.0)", "(x + tl.abs(x)) * 0.5", "near_float32_max"),
 ]
