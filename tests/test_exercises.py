@@ -161,6 +161,23 @@ def test_an_output_computed_by_torch_fails(tmp_path, seed):
         assert report.passed, report.text()
 
 
+def test_an_output_changed_by_torch_after_the_kernel_fails(tmp_path, seed):
+    # The kernel stores x itself; solve then applies the ReLU with torch.
+    solution = get("relu").solution_path.read_text()
+    overwritten = solution.replace("tl.maximum(x, 0.0), mask=mask)", "x, mask=mask)").replace(
+        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
+        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n    out.relu_()\n")
+    assert "out.relu_()" in overwritten and "tl.maximum" not in overwritten
+    path = tmp_path / "overwritten.py"
+    path.write_text(overwritten)
+    report = check_file(get("relu"), path, seed=seed)
+    if runtime.interpreting():
+        assert "changed out after a kernel stored it" in report.text(), report.text()
+        assert not report.passed
+    else:  # on a GPU the checker cannot see what a kernel stored
+        assert report.passed, report.text()
+
+
 def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
     # The row length reaches the kernel as n_cols: tl.constexpr, then is used as N.
     solution = get("softmax_rows").solution_path.read_text()

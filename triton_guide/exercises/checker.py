@@ -649,6 +649,14 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseR
             "solve computed them with PyTorch (from the kernel's results, or instead of "
             "them). The exercise is to compute them in the kernel."])
     for region in regions:
+        changed = int((region.changed_since_stored() & region.is_element).sum())
+        if region.name == case.output_name and changed:
+            return CaseResult(case, False, f"changed {case.output_name} after a kernel "
+                              "stored it", [
+                f"{_count(changed, 'element')} of {case.output_name} hold other values "
+                "than a kernel last stored there: solve changed them with PyTorch after the "
+                "launch. The exercise is to compute them in the kernel."])
+    for region in regions:
         if region.name == case.output_name:
             continue
         if not region.read:

@@ -27,7 +27,9 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
   the same elements (an overlapping last block, say) is not a race;
 * the programs of a launch run in reverse order: a GPU promises no order, and a kernel that
   relies on program 0 running first (to zero an output, say) then fails;
-* reads of chosen tensors are counted per element, for exercises that allow one pass.
+* reads of chosen tensors are counted per element, for exercises that allow one pass;
+* the bits a kernel last stored into each element are kept, so that the checker can tell
+  an output that ``solve`` changed with PyTorch after the launch.
 
 Launches are counted, and the arguments that reach a kernel as ``tl.constexpr`` noted, on a
 GPU too (through ``JITFunction.run``); the memory checks exist only in the interpreter.
@@ -82,6 +84,10 @@ class Region:
         self.stored_bits = np.zeros(size, np.int64)
         self.stores_differ = np.zeros(size, bool)
         self.races = np.zeros(size, bool)  # over every launch so far
+        # Over every launch: the bits last stored into each word with tl.store, and whether
+        # that store is the word's last write by a kernel (an atomic update clears it).
+        self.final_bits = np.zeros(size, np.int64)
+        self.final_by_store = np.zeros(size, bool)
 
     def new_launch(self) -> None:
         self.accessor.fill(-1)
@@ -97,13 +103,24 @@ class Region:
             self.accessed_by_more[words] |= (first >= 0) & (first != program)
             self.accessor[words] = np.where(first < 0, program, first)
             return
-        bits = stored.astype(np.float64).view(np.int64)
+        bits = _bits(stored)
+        self.final_bits[words] = bits
+        self.final_by_store[words] = True
         first = self.storer[words]
         self.stores_differ[words] |= ((first >= 0) & (first != program)
                                       & (self.stored_bits[words] != bits))
         new = first < 0
         self.storer[words[new]] = program
         self.stored_bits[words[new]] = bits[new]
+
+    def atomic_update(self, words: np.ndarray) -> None:
+        """``words`` were updated atomically: their value is no longer one a store chose."""
+        self.final_by_store[words] = False
+
+    def changed_since_stored(self) -> np.ndarray:
+        """The words whose value differs from what a kernel's last tl.store put there."""
+        current = _bits(self.buffer.detach().cpu().reshape(-1).numpy())
+        return self.final_by_store & (current != self.final_bits)
 
     def end_launch(self, locks: bool) -> None:
         """``locks``: the launch called tl.atomic_cas, maybe as a lock; not checked."""
@@ -120,6 +137,12 @@ class Region:
         after = int((words > self.last).sum())
         return Counter({"before the start of": before, "past the end of": after,
                         "between the elements of": words.size - before - after})
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """The bits of ``values`` as float64, one int64 per value: equal exactly when the
+    values are (NaN payloads and the sign of zero included)."""
+    return np.asarray(values).astype(np.float64).view(np.int64)
 
 
 @dataclass
@@ -285,6 +308,8 @@ class Watch:
                          None if values is None else values[inside][element])
             if verb == "wrote" and element.any():
                 region.written = True
+                if values is None:  # an atomic update
+                    region.atomic_update(words[element])
             if verb == "read" and element.any():
                 region.read = True
                 if region.reads is not None:
