@@ -643,19 +643,18 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseR
                     "against it; only block sizes need to be tl.constexpr."])
     if not WATCH_MEMORY:
         return None
-    if not any(region.written for region in regions if region.name == case.output_name):
+    output = next(region for region in regions if region.name == case.output_name)
+    if not output.written:
         return CaseResult(case, False, f"no kernel stored into {case.output_name}", [
             f"{case.output_name} holds the right values, but no Triton kernel stored into it: "
             "solve computed them with PyTorch (from the kernel's results, or instead of "
             "them). The exercise is to compute them in the kernel."])
-    for region in regions:
-        changed = int((region.changed_since_stored() & region.is_element).sum())
-        if region.name == case.output_name and changed:
-            return CaseResult(case, False, f"changed {case.output_name} after a kernel "
-                              "stored it", [
-                f"{_count(changed, 'element')} of {case.output_name} hold other values "
-                "than a kernel last stored there: solve changed them with PyTorch after the "
-                "launch. The exercise is to compute them in the kernel."])
+    changed = int((output.changed_since_stored() & output.is_element).sum())
+    if changed:
+        return CaseResult(case, False, f"changed {case.output_name} after a kernel stored it", [
+            f"{_count(changed, 'element')} of {case.output_name} hold other values than a "
+            "kernel last stored there: solve changed them with PyTorch after the launch. The "
+            "exercise is to compute them in the kernel."])
     for region in regions:
         if region.name == case.output_name:
             continue
