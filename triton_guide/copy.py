@@ -13,14 +13,12 @@ order in which lanes touch addresses and the bounds check are all that vary. Two
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .validation import check_block_size, check_contiguous, check_tensor
+from .validation import check_block_size, check_contiguous, check_int, check_tensor
 
 BOUNDS = ("mask", "branch", "none")
 WALKS = ("rows", "columns")
@@ -119,14 +117,12 @@ def copy_columns_kernel(
 
 
 def _check_num_warps(num_warps: object) -> int:
-    if isinstance(num_warps, bool) or not isinstance(num_warps, numbers.Integral):
-        raise TypeError(f"num_warps must be an int, got {type(num_warps).__name__} "
-                        f"{num_warps!r}")
+    num_warps = check_int("num_warps", num_warps)
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(
             f"num_warps must be a power of two from 1 to 32, got {num_warps!r}"
         )
-    return int(num_warps)
+    return num_warps
 
 
 def copy(

@@ -11,13 +11,11 @@ result can change from run to run.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 import triton
 import triton.language as tl
 
-from .validation import check_block_size, check_contiguous, check_tensor
+from .validation import check_block_size, check_contiguous, check_int, check_tensor
 
 # The most programs (and so partial sums) the first stage launches: few enough that the
 # second stage sums them all in one block, enough to keep every SM of a large GPU busy.
@@ -118,14 +116,12 @@ def vector_sum(
     blocks = triton.cdiv(num_elements, block_size)
     if num_programs is None:
         num_programs = min(blocks, MAX_PARTIALS)
-    elif isinstance(num_programs, bool) or not isinstance(num_programs, numbers.Integral):
-        raise TypeError(f"num_programs must be an int, got {type(num_programs).__name__} "
-                        f"{num_programs!r}")
-    elif not 1 <= num_programs <= MAX_PARTIALS:
-        raise ValueError(
-            f"num_programs must be between 1 and {MAX_PARTIALS}, got {num_programs}"
-        )
-    num_programs = int(num_programs)
+    else:
+        num_programs = check_int("num_programs", num_programs)
+        if not 1 <= num_programs <= MAX_PARTIALS:
+            raise ValueError(
+                f"num_programs must be between 1 and {MAX_PARTIALS}, got {num_programs}"
+            )
     if method == "two_stage":
         out = torch.empty((), dtype=torch.float32, device=x.device)  # stage 2 writes it
         partials = torch.empty(num_programs, dtype=torch.float32, device=x.device)

@@ -136,16 +136,20 @@ def needs_int64_offsets(*tensors: torch.Tensor, largest_index: int = 0) -> bool:
                and farthest_offset(t) > INT32_MAX for t in tensors)
 
 
+def check_int(name: str, value: object, *, expected: str = "an int") -> int:
+    """``value`` as a Python int if it is a Python or numpy integer (not a bool); otherwise
+    a TypeError saying that ``name`` must be ``expected``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
 def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
     """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``.
 
     Accepts Python and numpy integers (not bools); returns the value as a Python int.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name} must be an int (a power of two), got {type(value).__name__} {value!r}"
-        )
-    value = int(value)
+    value = check_int(name, value, expected="an int (a power of two)")
     if value < 1 or value & (value - 1):
         suggestion = triton.next_power_of_2(max(value, 1))
         raise ValueError(
