@@ -143,18 +143,28 @@ def test_two_passes_over_a_row_fail_online_logsumexp(tmp_path, seed):
     assert _said_about(report, "n=1").startswith("read x more than once"), report.text()
 
 
+def check_edited_solution(name, edits, tmp_path, seed):
+    """The checker's report on exercise ``name``'s solution with each ``(old, new)`` of
+    ``edits`` made once (each ``old`` must occur exactly once): for a mistake that one
+    replacement, as a :class:`Mistake` makes, cannot express."""
+    exercise = get(name)
+    source = exercise.solution_path.read_text()
+    for old, new in edits:
+        assert source.count(old) == 1, (old, source)
+        source = source.replace(old, new)
+    path = tmp_path / f"edited_{name}.py"
+    path.write_text(source)
+    return check_file(exercise, path, seed=seed)
+
+
+RELU_LAUNCH = "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n"
+
+
 def test_an_output_computed_by_torch_fails(tmp_path, seed):
     # The kernel runs and reads x, but stores nothing; solve writes the answer with torch.
-    solution = get("relu").solution_path.read_text()
-    by_torch = solution.replace(
-        "    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)\n",
-        "    pass\n").replace(
-        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
-        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n    out.copy_(x.clamp(min=0))\n")
-    assert "out.copy_" in by_torch and "tl.store" not in by_torch
-    path = tmp_path / "by_torch.py"
-    path.write_text(by_torch)
-    report = check_file(get("relu"), path, seed=seed)
+    report = check_edited_solution("relu", [
+        ("    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)\n", "    pass\n"),
+        (RELU_LAUNCH, RELU_LAUNCH + "    out.copy_(x.clamp(min=0))\n")], tmp_path, seed)
     if runtime.interpreting():
         assert _said_about(report, "n=1").startswith("no kernel stored into out"), report.text()
     else:  # on a GPU the checker cannot see which kernel stored what
@@ -163,14 +173,9 @@ def test_an_output_computed_by_torch_fails(tmp_path, seed):
 
 def test_an_output_changed_by_torch_after_the_kernel_fails(tmp_path, seed):
     # The kernel stores x itself; solve then applies the ReLU with torch.
-    solution = get("relu").solution_path.read_text()
-    overwritten = solution.replace("tl.maximum(x, 0.0), mask=mask)", "x, mask=mask)").replace(
-        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n",
-        "    relu_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n    out.relu_()\n")
-    assert "out.relu_()" in overwritten and "tl.maximum" not in overwritten
-    path = tmp_path / "overwritten.py"
-    path.write_text(overwritten)
-    report = check_file(get("relu"), path, seed=seed)
+    report = check_edited_solution("relu", [
+        ("tl.maximum(x, 0.0), mask=mask)", "x, mask=mask)"),
+        (RELU_LAUNCH, RELU_LAUNCH + "    out.relu_()\n")], tmp_path, seed)
     if runtime.interpreting():
         assert "changed out after a kernel stored it" in report.text(), report.text()
         assert not report.passed
@@ -180,15 +185,11 @@ def test_an_output_changed_by_torch_after_the_kernel_fails(tmp_path, seed):
 
 def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
     # The row length reaches the kernel as n_cols: tl.constexpr, then is used as N.
-    solution = get("softmax_rows").solution_path.read_text()
-    renamed = solution.replace(
-        "def softmax_kernel(x_ptr, out_ptr, N, ",
-        "def softmax_kernel(x_ptr, out_ptr, n_cols: tl.constexpr, ").replace(
-        "    row = tl.program_id(0)\n", "    N = n_cols\n    row = tl.program_id(0)\n")
-    assert renamed.count("n_cols") == 2
-    path = tmp_path / "renamed.py"
-    path.write_text(renamed)
-    report = check_file(get("softmax_rows"), path, seed=seed)
+    report = check_edited_solution("softmax_rows", [
+        ("def softmax_kernel(x_ptr, out_ptr, N, ",
+         "def softmax_kernel(x_ptr, out_ptr, n_cols: tl.constexpr, "),
+        ("    row = tl.program_id(0)\n", "    N = n_cols\n    row = tl.program_id(0)\n")],
+        tmp_path, seed)
     assert _said_about(report, "tail_of_1").startswith(
         "took the size n_cols as tl.constexpr"), report.text()
 
