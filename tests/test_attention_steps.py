@@ -46,6 +46,16 @@ def test_step_reads_strided_inputs(step, device, check):
 
 
 @pytest.mark.parametrize("step", STEPS)
+def test_step_reads_negative_bit_views(step, device, check):
+    # _neg_view points at the un-negated values: read as they are, q and k's signs cancel
+    # in the scores but v's does not.
+    q, k, v = (torch.randn(1, 2, 19, 16, device=device)._neg_view() for _ in range(3))
+    rtol = tolerance(torch.float32, tensor_cores=True)
+    resolved = (t.resolve_neg() for t in (q, k, v))
+    check("attention steps", step(q, k, v), expected(*resolved), rtol=rtol)
+
+
+@pytest.mark.parametrize("step", STEPS)
 def test_step_with_large_scores_and_growing_maxima(step, device, check):
     # Keys grow in norm along the sequence, so each row's maximum tends to sit in a late
     # key block and the running maximum keeps moving; scores reach a few tens, so the

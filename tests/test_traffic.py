@@ -41,6 +41,13 @@ def test_read_working_set_sums_each_block(passes, device):
                                atol=1e-3)
 
 
+def test_read_working_set_reads_negative_bit_views(device):
+    x = torch.randn(2 * READ_BLOCK, device=device)._neg_view()
+    expected = x.resolve_neg().double().view(2, READ_BLOCK).sum(dim=1)
+    torch.testing.assert_close(read_working_set(x, 1).double().cpu(), expected.cpu(),
+                               rtol=1e-5, atol=1e-3)
+
+
 def test_read_working_set_refuses_partial_block(device):
     with pytest.raises(ValueError, match="multiple of 4096"):
         read_working_set(torch.ones(READ_BLOCK + 1, device=device), 1)

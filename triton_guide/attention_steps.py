@@ -133,8 +133,8 @@ def step_blocks(dtype: torch.dtype) -> dict[str, int]:
 
 
 def _launch(kernel, q, k, v, sm_scale):
-    for name, value in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, value, ndim=4)
+    q, k, v = (check_tensor(name, value, ndim=4)
+               for name, value in (("q", q), ("k", k), ("v", v)))
     check_same_shape("q", q, "k", k)
     check_same_shape("q", q, "v", v)
     check_same_dtype("q", q, "k", k)

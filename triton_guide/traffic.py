@@ -108,7 +108,7 @@ def read_working_set(x: torch.Tensor, passes: int) -> torch.Tensor:
     roughly in order, so pass ``i + 1`` finds in the L2 cache what pass ``i`` left there
     when ``x`` fits in it, and must fetch from HBM again when it does not.
     """
-    check_tensor("x", x, dtypes=(torch.float32,), ndim=1)
+    x = check_tensor("x", x, dtypes=(torch.float32,), ndim=1)
     check_contiguous("x", x)
     if x.numel() % READ_BLOCK:
         raise ValueError(f"x has {x.numel()} elements; use a multiple of {READ_BLOCK}")
