@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import re
 
@@ -128,6 +129,49 @@ def test_compile_kernels_passes_multiples_of_16_to_the_compiler():
         compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, ["n"])])
     with pytest.raises(TypeError, match="a list of argument names, not the string"):
         compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, "num_elements")])
+
+
+HELPED_KERNEL = """
+import triton
+import triton.language as tl
+
+SCALE = tl.constexpr(3.0)
+
+
+@triton.jit
+def _scaled(x):
+    return x * SCALE
+
+
+@triton.jit
+def helped_kernel(x_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, _scaled(tl.load(x_ptr + offsets)))
+"""
+
+
+def test_compile_kernels_whole_file_brings_the_kernels_helpers(tmp_path):
+    path = tmp_path / "helped.py"
+    path.write_text(HELPED_KERNEL)
+    kernel = load_solve_module(path).helped_kernel
+    job = (kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK_SIZE": "constexpr"},
+           {"BLOCK_SIZE": 64})
+    (alone,) = compile_kernels([job])  # the kernel's source only: no _scaled, no SCALE
+    (whole,) = compile_kernels([job], whole_file=True)
+    assert (alone.error_type, alone.found) == ("CompilationError", True)
+    assert (whole.error_type, whole.ptx_lines > 0) == (None, True), whole.message
+    # A file that turns the interpreter on before defining its kernel has none to compile.
+    path.write_text("import os\nos.environ['TRITON_INTERPRET'] = '1'\n" + HELPED_KERNEL)
+    (missing,) = compile_kernels([job], whole_file=True)
+    assert (missing.found, missing.ptx_lines) == (False, 0)
+    assert "has no @triton.jit function helped_kernel" in missing.message
+
+
+def load_solve_module(path):
+    spec = importlib.util.spec_from_file_location(f"helped_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_run_python_reports_a_segmentation_fault():

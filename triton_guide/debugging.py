@@ -210,6 +210,12 @@ class Compiled:
     diagnostics: str = ""
 
     @property
+    def found(self) -> bool:
+        """False when the kernel was not there to compile (see ``compile_kernels``'s
+        ``whole_file``): ``error_type`` then says nothing about the kernel."""
+        return self.error_type != "NotCompiledHere"
+
+    @property
     def ptx_lines(self) -> int:
         """Lines of PTX produced, 0 on an error."""
         return len(self.ptx.splitlines())
@@ -223,20 +229,35 @@ os.environ["TRITON_ALWAYS_COMPILE"] = "1"  # skip the cache: the front end alway
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+class NotCompiledHere(Exception):  # the kernel was not there to compile: no fault of its own
+    pass
 jobs = json.loads(sys.stdin.read())
+modules = {}
 for index, (source_path, name, signature, constexprs, multiples_of_16) in enumerate(jobs):
     print(f"COMPILING {index}", file=sys.stderr, flush=True)  # splits standard error
-    spec = importlib.util.spec_from_file_location("kernels", source_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     printed = io.StringIO()
     result = {"error_type": None, "message": "", "ptx": ""}
-    # What a launch tells the compiler about an argument that is a multiple of 16 (an
-    # aligned pointer, a length): attributes keyed by the argument's position.
-    kernel = getattr(module, name)
-    attrs = {(kernel.arg_names.index(arg),): [["tt.divisibility", 16]]
-             for arg in multiples_of_16}
     try:
+        if source_path not in modules:
+            spec = importlib.util.spec_from_file_location(f"kernels_{index}", source_path)
+            modules[source_path] = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = modules[source_path]
+            try:
+                with contextlib.redirect_stdout(printed):
+                    spec.loader.exec_module(modules[source_path])
+            except Exception as error:
+                raise NotCompiledHere(f"importing {source_path} again failed: "
+                                      f"{type(error).__name__}: {error}") from error
+        kernel = getattr(modules[source_path], name, None)
+        if not isinstance(kernel, JITFunction):
+            raise NotCompiledHere(
+                f"{source_path}, imported again, has no @triton.jit function {name} for a "
+                "GPU (defined inside another function, or the file turns the interpreter on)")
+        # What a launch tells the compiler about an argument that is a multiple of 16 (an
+        # aligned pointer, a length): attributes keyed by the argument's position.
+        attrs = {(kernel.arg_names.index(arg),): [["tt.divisibility", 16]]
+                 for arg in multiples_of_16}
         with contextlib.redirect_stdout(printed):
             compiled = triton.compile(
                 ASTSource(kernel, signature, constexprs, attrs),
@@ -251,7 +272,7 @@ for index, (source_path, name, signature, constexprs, multiples_of_16) in enumer
 
 
 def compile_kernels(
-    jobs: list[tuple],
+    jobs: list[tuple], *, whole_file: bool = False,
 ) -> list[Compiled]:
     """Compile each ``(kernel, signature, constexprs)`` for an H100, without launching.
 
@@ -264,6 +285,12 @@ def compile_kernels(
     anywhere. The compiler runs in a fresh process, without the cache (so every
     ``tl.static_print`` shows), and away from the interpreter, whose patches of
     ``triton.language`` can outlive an interpreted launch in this one.
+
+    By default the compiler gets each kernel's own source, and nothing else from its file
+    (a page's kernels are compiled without running the page again). With ``whole_file``, it
+    imports the file that defines the kernel, so the ``@triton.jit`` helpers and constants
+    the kernel uses come along: for kernels in a file whose top level only defines things,
+    such as an exercise's solution.
     """
     with tempfile.TemporaryDirectory() as folder:
         specs = []
@@ -277,9 +304,12 @@ def compile_kernels(
             unknown = set(multiples_of_16) - set(signature)
             if unknown:
                 raise ValueError(f"multiples of 16 {sorted(unknown)} are not in the signature")
-            path = Path(folder) / f"kernel_{index}.py"
-            path.write_text("import triton\nimport triton.language as tl\n\n\n"
-                            + textwrap.dedent(inspect.getsource(function)))
+            if whole_file:
+                path = Path(inspect.getsourcefile(function))
+            else:
+                path = Path(folder) / f"kernel_{index}.py"
+                path.write_text("import triton\nimport triton.language as tl\n\n\n"
+                                + textwrap.dedent(inspect.getsource(function)))
             specs.append((str(path), function.__name__, signature, constexprs, multiples_of_16))
         script = f"TARGET = {COMPILE_TARGET!r}\n" + _COMPILE_SCRIPT
         finished = subprocess.run(
