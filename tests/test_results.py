@@ -325,6 +325,26 @@ def test_a_live_run_writes_what_it_measured(page, tmp_path, monkeypatch):
                                           store.kernel_source(PAGE_SOURCE))
 
 
+def test_host_timed_sweeps_keep_the_median_of_their_rounds(page, tmp_path, monkeypatch):
+    """A slow spell of the host spoils one round of one point; the median drops it. The
+    rounds run one after the other, each over every x and variant."""
+    fake_timed_gpu(monkeypatch)
+    order = []
+
+    def spoiled_once(x):
+        def call():
+            order.append(x)
+            return x / (100 if order.count(x) == 1 and x == XS[1] else 1000)
+        return call
+
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    results = bench.sweep(TITLE, XS, {"spoiled": spoiled_once, **TIMED_VARIANTS},
+                          lambda x, ms: x / ms, label="n", unit="GB/s", ceiling="copy")
+    (run,) = results
+    assert (run["spoiled"], run["torch"]) == ([1000.0] * 3, [500.0] * 3)
+    assert order == XS * benchmark.HOST_TIMED_ROUNDS
+
+
 def test_gpu_time_sweeps_time_each_variants_list_of_calls(page, tmp_path, monkeypatch):
     """With ``gpu_time`` a variant returns calls on copies of its inputs, and gpu_ms (faked
     here: the mean of what the calls return) times them; median_ms is not used."""

@@ -57,6 +57,7 @@ import json
 import math
 import numbers
 import os
+import statistics
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -98,6 +99,16 @@ def copies_for_cold_cache(bytes_per_call: int, at_least: int = 4) -> int:
 
 # How long gpu_ms replays its graph untimed before timing it, in seconds.
 WARMUP_S = 0.1
+
+# Rounds of a host-timed sweep (Benchmark.sweep without gpu_time): every variant at every x
+# is timed once per round, the rounds one after the other, and the median of the rounds
+# kept. do_bench hides a call's host time only while its L2-clearing kernel runs (tens of
+# microseconds); a launcher that needs 30-50 us of Python sits near that edge, and a spell
+# of slow host (another process, say) lasting a few of do_bench's 0.1 s windows showed as
+# one variant 2-5x slower at two or three neighbouring sizes in a recording and not in
+# the next (H200, 2026-11-25, benchmarks/NOTES.md). A spell shorter than a round spoils
+# one round of a point, which the median drops.
+HOST_TIMED_ROUNDS = 3
 
 
 def gpu_ms(calls: Sequence[Callable[[], object]], replays: int = 25) -> float:
@@ -679,10 +690,11 @@ class Benchmark:
         ``"TFLOP/s"``) and ``ceiling`` the roof measured beside it (``"copy"``,
         ``"gemm_fp16"``, ``"gemm_bf16"``), which must share that unit.
 
-        Each call is timed as a program makes it, host included (:func:`median_ms`), unless
-        ``gpu_time``: then the host is left out (:func:`gpu_ms`), and each variant, given x,
-        returns a list of calls doing the same work on distinct copies of the inputs
-        (:func:`cold_matmul_inputs` makes such copies for a matmul).
+        Each call is timed as a program makes it, host included (:func:`median_ms`), in
+        :data:`HOST_TIMED_ROUNDS` rounds whose median is kept, unless ``gpu_time``: then the
+        host is left out (:func:`gpu_ms`, which takes a median of its own), and each
+        variant, given x, returns a list of calls doing the same work on distinct copies of
+        the inputs (:func:`cold_matmul_inputs` makes such copies for a matmul).
         """
         _check_ceiling(ceiling)
         if CEILING_UNITS[ceiling] != unit:
@@ -694,7 +706,8 @@ class Benchmark:
             return rate(x, (gpu_ms if gpu_time else median_ms)(prepare(x)))
 
         return self._collect(title, xs, variants, value, label=label, unit=unit,
-                             ceiling=ceiling, xlabel=xlabel, logx=logx)
+                             ceiling=ceiling, xlabel=xlabel, logx=logx,
+                             rounds=1 if gpu_time else HOST_TIMED_ROUNDS)
 
     def measure(
         self,
@@ -721,7 +734,7 @@ class Benchmark:
                              ceiling=None, xlabel=xlabel, logx=logx)
 
     def _collect(self, title, xs, variants, value, *, label, unit, ceiling, xlabel,
-                 logx) -> Results:
+                 logx, rounds=1) -> Results:
         if title in self._titles:
             raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
                              "needs its own title, which names it in the store")
@@ -731,7 +744,7 @@ class Benchmark:
         runs = []
         if self.live:
             runs.append(self._measure(title, xs, variants, value, label, unit, ceiling,
-                                      xlabel, logx))
+                                      xlabel, logx, rounds))
         recalled = [self._recalled(record, title, xs, variants, ceiling)
                     for record in self.recordings]
         runs += [run for run in recalled if run is not None]
@@ -742,15 +755,20 @@ class Benchmark:
                   f"PAGE={self.key}` records them); interpreter timings are never shown.")
         return Results(title, label=label, xlabel=xlabel, unit=unit, logx=logx, runs=runs)
 
-    def _measure(self, title, xs, variants, value, label, unit, ceiling, xlabel, logx) -> Run:
+    def _measure(self, title, xs, variants, value, label, unit, ceiling, xlabel, logx,
+                 rounds) -> Run:
         roof = measure_ceiling(ceiling) if ceiling else None
         name = store.short_gpu_name(self.gpu["name"])
         print(f"{title}: measured now on {name}" + (
-            f"; ceiling ({roof.label}) {roof.value:,.0f} {unit}" if roof else ""), flush=True)
-        series: dict[str, list[float]] = {variant: [] for variant in variants}
-        for x in xs:
-            for variant, prepare in variants.items():
-                series[variant].append(value(x, prepare))
+            f"; ceiling ({roof.label}) {roof.value:,.0f} {unit}" if roof else "")
+            + (f"; median of {rounds} rounds" if rounds > 1 else ""), flush=True)
+        samples = {variant: [[] for _ in xs] for variant in variants}
+        for _ in range(rounds):
+            for i, x in enumerate(xs):
+                for variant, prepare in variants.items():
+                    samples[variant][i].append(value(x, prepare))
+        series = {variant: [statistics.median(values) for values in per_x]
+                  for variant, per_x in samples.items()}
         if self.recording:
             self._save({
                 "title": title, "label": label, "xlabel": xlabel, "unit": unit, "logx": logx,
