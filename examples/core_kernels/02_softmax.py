@@ -18,12 +18,13 @@ You will learn:
 """
 
 # %%
+import functools
 import math
 
 import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
+from triton_guide.benchmark import Benchmark, gb_per_s, host_us, us_per_call
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.softmax import _num_warps  # private: how the launcher picks num_warps
 from triton_guide.testing import assert_close, tolerance
@@ -289,32 +290,82 @@ for run in results:
 # Do not read too much into the ratio at the largest size alone: ``torch.softmax``'s
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
-# is the fairer comparison. Nor is fused ahead at every length: at some of the shorter rows
-# ``torch.softmax`` is the faster, and the line "fused / torch.softmax by row length" names
-# those lengths for each GPU.
+# is the fairer comparison. Nor is fused ahead at every length: the line "fused /
+# torch.softmax by row length" names, for each GPU, the lengths where ``torch.softmax``
+# is the faster, and the next section shows what costs on short rows.
 #
 # Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
 # The line "fused / naive by row length" sets the measured gap beside the traffic ratio at
 # every length and names the lengths where it falls short. On long rows the gap is wider
 # than the count: PyTorch's separate reductions and elementwise kernels do not each run at
-# copy speed. On short rows, where bytes are not what a call costs (next paragraph), it
+# copy speed. On short rows, where bytes are not what a call costs (next section), it
 # can be narrower.
 #
-# Read the left end of the plot with care. A call on 128-wide rows moves a few megabytes,
-# which the copy ceiling would move in the time printed on the last line for each GPU, and
-# both softmaxes take several times that (the multiples are printed beside their times).
-# At this size the bytes are not what costs: every kernel pays fixed costs whatever its
-# size (the launch, filling the GPU with programs, and a last wave of programs that leaves
-# much of the GPU idle while it finishes), and on rows this short those costs are most of
-# a call's time. Host time shorter than a cache clearing does not show in these times:
-# ``do_bench`` clears the L2 cache with a kernel before every timed call and starts the
-# clock when that kernel ends, and the call is launched while it still runs.
+# The host's share
+# ----------------
+# A call on 128-wide rows moves a few megabytes, which the copy ceiling would move in the
+# time printed on the last line for each GPU, and both softmaxes take several times that.
+# Every kernel pays fixed costs whatever its size (the launch, filling the GPU with
+# programs, a last wave that leaves much of the GPU idle while it finishes), and before
+# the kernel the host runs the call: ``softmax`` checks its argument, picks the block and
+# the rows per program, allocates the output and launches, all in Python;
+# ``torch.softmax`` does the same in C++. Here is each one's host time per call (200
+# calls back to back, which return as soon as their kernels are queued; ``host_us``),
+# next to the time per call the sweep above measured:
+
+host_lengths = [128, 1024, 8192]
+
+
+def host_time(fn):
+    def prepare(n):
+        data = torch.randn(4096, n, device=device)
+        return functools.partial(host_us, lambda: fn(data))
+    return prepare
+
+
+host = bench.measure(
+    "softmax, host time per call",
+    host_lengths,
+    {
+        "fused (one pass)": host_time(lambda t: softmax(t, method="one_pass")),
+        "torch.softmax": host_time(lambda t: torch.softmax(t, dim=-1)),
+    },
+    label="N",
+    unit="us per call",
+    xlabel="row length (4096 rows, float32)",
+)
+for run in host:
+    timed = next((r for r in results if r.slug == run.slug), None)
+    for i, n in enumerate(run.xs):
+        line = (f"{run.gpu}, N = {n}: host time fused {run['fused (one pass)'][i]:.1f} us, "
+                f"torch.softmax {run['torch.softmax'][i]:.1f} us per call")
+        if timed is not None and n in timed.xs:
+            j = timed.xs.index(n)
+            per_call = [us_per_call(2 * 4096 * n * 4, timed[name][j])
+                        for name in ("fused (one pass)", "torch.softmax")]
+            line += "; timed in the sweep: {:.1f} and {:.1f} us".format(*per_call)
+        print(line)
+
+# %%
+# Our launcher's Python takes several times as long as ``torch.softmax``'s C++, and on
+# short rows it takes longer than the kernel itself. ``do_bench`` hides host time only
+# in part: it clears the L2 cache with a kernel before every timed call, starts the
+# clock when that kernel ends, and launches the call while it still runs, so a host
+# shorter than the clearing does not show, and one of tens of microseconds shows in part
+# and by an amount that varies from call to call (the sweep keeps the median of three
+# rounds). Where fused trails ``torch.softmax`` on short rows above, compare the host
+# times: a program that calls ``softmax`` on small tensors in a loop waits on Python,
+# and only fewer Python steps per call, or a CUDA graph (which replays the launches
+# without running Python), would close that gap. On rows of thousands of elements the kernel
+# takes longer than the host, and the bytes decide again.
 
 # %%
 # Takeaways
 # ---------
 # * Count memory trips: for memory-bound work they give a rough estimate of the speed,
 #   closest where the bytes, not fixed costs, take the time.
+# * On small tensors, time the host too: a launcher's Python can take longer than its
+#   kernel.
 # * Fuse the steps so each element is read once and written once.
 # * Short rows are packed several to a program (``BLOCK_ROWS`` in ``softmax_kernel``), so
 #   that each thread holds more than one element of the tile.

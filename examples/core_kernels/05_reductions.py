@@ -359,9 +359,8 @@ for run in results:
 # which the GPU reads in far less time than the calls above take, so fixed costs set the
 # time there more than reading does. Each call of the launcher shown above makes two
 # launches from Python on the host: the atomic sum zeroes its output cell with torch,
-# then launches its Triton kernel; the two-stage sum launches two Triton kernels. (A
-# recording marked stale was made with an older ``reduction.py``, whose calls may have
-# launched differently.) While a call's time hardly grows with n, it is not the reading
+# then launches its Triton kernel; the two-stage sum launches two Triton kernels. While a
+# call's time hardly grows with n, it is not the reading
 # that is timed; only where it grows with n do the three compare as sums.
 #
 # Read the times one GPU at a time: where a row's times hardly change from one n to the

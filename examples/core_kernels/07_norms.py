@@ -288,9 +288,9 @@ backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 
 # %%
 # Read the ratios by size next to the times per call printed last. At the small sizes
-# the copy of the same bytes takes microseconds, while our calls take far longer and
-# about as long at one size as at the next: a fixed cost per call sets their time, not
-# the bytes. Part of that cost may be the host's. Every call of ``rms_norm`` runs Python
+# the copy of the same bytes takes microseconds, while our calls take several times as
+# long and change little from one size to the next: a fixed cost per call sets their
+# time, not the bytes. Part of that cost may be the host's. Every call of ``rms_norm`` runs Python
 # before its kernel is queued (argument checks, the autograd wrapper, the launch; the
 # backward launches two kernels, three with a bias). These sweeps time one call as a
 # program makes it, but host time shorter than a cache clearing does not show:
@@ -298,7 +298,8 @@ backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 # clock when that kernel ends, and the call is launched while it still runs. Only host
 # time beyond the clearing shows, and, between the kernels of one call, Python that
 # outlasts the GPU's work. This page does not measure how much of the fixed cost is the
-# host's; the matmul page shows how to time the GPU alone. The lines "at least as fast as
+# host's; the softmax page times a launcher's host time beside torch's, and the matmul
+# page shows how to time the GPU alone. The lines "at least as fast as
 # torch at hidden" say, for each op and GPU, where ours draws level with torch; where they
 # say no size, torch is ahead everywhere measured.
 #

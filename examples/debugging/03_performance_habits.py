@@ -287,12 +287,11 @@ for base, other in gpu_pairs(coalescing):
           f"{other.ceiling.value / base.ceiling.value:.2f}x")
 
 # %%
-# Counting sectors predicts a gap of 8x. The measured gap runs from under 2x to over
-# 10x, because the two walks change differently with the size. Along rows, the
-# bandwidth climbs with the matrix: a call of a few microseconds, printed above, likely
+# Counting sectors predicts a gap of 8x. The measured gap, printed for each size above,
+# is no constant, because the two walks change differently with the size. Along rows, the
+# bandwidth climbs with the matrix: a call of some microseconds, printed above, likely
 # spends much of its time starting its programs and waiting for the last of them, a
-# fixed time that a longer copy spreads over more bytes. Why the H200 is the slower of
-# the two along rows at n = 1024 (printed above) is not measured here.
+# fixed time that a longer copy spreads over more bytes.
 #
 # Down columns, the bandwidth is about the same at every size. That includes n = 1024,
 # where the matrix and its copy fit in L2 once loaded, so each sector comes from HBM
