@@ -194,6 +194,38 @@ def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
         "took the size n_cols as tl.constexpr"), report.text()
 
 
+FLOAT16_ACCUMULATOR = [
+    ("accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+     "accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)"),
+    ("accumulator = tl.dot(a, b, accumulator)", "accumulator += tl.dot(a, b)")]
+
+
+def test_a_kernel_the_gpu_compiler_refuses_fails(tmp_path, seed):
+    # tl.dot returns float32: the float16 accumulator changes type in the loop. The
+    # interpreter runs it (and promotes); a GPU's compiler refuses it.
+    report = check_edited_solution("tiled_matmul", FLOAT16_ACCUMULATOR, tmp_path, seed)
+    assert not report.passed, report.text()
+    said = _said_about(report, "n=1")
+    if runtime.interpreting():
+        assert said.startswith("matmul_kernel runs in the interpreter but does not compile "
+                               "for a GPU"), report.text()
+        assert "Loop-carried variable accumulator" in said and "create it with the type" in said
+    else:  # the launch itself compiles, and fails
+        assert "Loop-carried variable accumulator" in said, report.text()
+
+
+@pytest.mark.skipif(not runtime.interpreting(), reason="a GPU compiles every launch itself")
+def test_a_kernel_that_cannot_be_compiled_here_is_noted_not_failed(tmp_path, seed):
+    # The file turns the interpreter on before its kernel is defined: imported again to
+    # compile, it has no GPU kernel to give, which says nothing about the kernel.
+    report = check_edited_solution("tiled_matmul", [
+        ("import torch\n", "import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport torch\n")],
+        tmp_path, seed)
+    assert report.passed, report.text()
+    assert "not compiled for a GPU:" in report.text() and "has no @triton.jit function " \
+        "matmul_kernel" in report.text()
+
+
 # A GPU's arithmetic does not keep a NaN's payload bits, so there the checker cannot tell
 # the margins' NaN from others and says so in more general words (seen on an H100).
 @pytest.mark.parametrize("name, mistake, caught_by, said, said_on_gpu", [

@@ -20,7 +20,12 @@ memory. The masked-off lanes of a load without ``other=`` read NaN (and, in furt
 a case that passed, ``3e38`` and ``-3e38``, which a maximum or a minimum does not skip),
 the programs of a launch run in reverse order, an element one program stores and another
 touches in the same launch is reported as a race, and a copy of an input
-(``x.contiguous()``) is noticed because the kernels never read the input itself.
+(``x.contiguous()``) is noticed because the kernels never read the input itself. The
+interpreter runs a kernel's Python without compiling it, so it accepts kernels a GPU's
+compiler refuses; each case that passes also compiles, for an H100, the kernels of
+``solve``'s file as that case launched them (each distinct launch once per check, in a
+separate process: :func:`triton_guide.debugging.compile_kernels`), and fails if one does
+not compile.
 
 On a GPU the checker sees only what lands in memory: a store past the end shows in the
 output's margins, and an unmasked load past an input's end reads its margin, filled first
@@ -36,6 +41,7 @@ and actual values.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -47,8 +53,9 @@ from typing import Callable, Union
 import torch
 
 from .. import runtime
+from ..debugging import Compiled, compile_kernels
 from ..testing import mismatches
-from .watch import UNDEFINED_BITS, Region, Watch
+from .watch import UNDEFINED_BITS, Launch, Region, Watch
 
 # Elements kept before and after every tensor handed to ``solve`` (at least the span of the
 # tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
@@ -163,6 +170,7 @@ class CaseResult:
     summary: str  # one line
     details: list[str] = field(default_factory=list)  # shown for the first failing case
     undefined_read: bool = False  # a load without other= had masked-off lanes (interpreter)
+    launches: list[Launch] = field(default_factory=list, repr=False)  # what solve launched
     error: str = ""  # what solve raised, whole, if it raised
 
 
@@ -176,6 +184,7 @@ class Report:
     width: int  # the longest case name
     results: list[CaseResult] = field(default_factory=list)
     stopped: str = ""  # why the cases after the last result were not run, if they were not
+    notes: list[str] = field(default_factory=list)  # said at the end, whatever the verdict
 
     @property
     def passed(self) -> bool:
@@ -207,6 +216,7 @@ class Report:
             lines.extend(f"  {line}" for line in first.details)
         if self.stopped:
             lines.append(self.stopped)
+        lines.extend(self.notes)
         total, failed = len(self.results), len(self.failed_cases)
         lines.append(f"all {total} cases pass" if self.passed else
                      f"FAILED: {failed} of {total} cases fail (first: {first.case.name})")
@@ -271,6 +281,7 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
     emit = progress or (lambda line: None)
     for line in report.header():
         emit(line)
+    compiled: dict[tuple, Compiled] = {}  # each distinct launch compiled for a GPU, once
     for case in cases:
         result = _run_case(exercise, solve, case, INPUT_MARGIN_BITS)
         for fill in UNDEFINED_FILLS if result.passed and result.undefined_read else ():
@@ -288,6 +299,8 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
                                         f"{LARGE_MARGIN_FILL:g} instead of NaN (which a "
                                         "maximum ignores): a load past the end of an input?")
                 result = again
+        if result.passed and runtime.interpreting():
+            result = _gpu_compile_failure(case, solve, result.launches, compiled) or result
         report.results.append(result)
         emit(report.line(result))
         left = len(cases) - len(report.results)
@@ -298,9 +311,73 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
                 "same error). Check again in a new process; in the interpreter "
                 "(TRITON_INTERPRET=1) the checker names the access that went astray.")
             break
+    missing = {c.message for c in compiled.values() if not c.found}
+    report.notes.extend(f"not compiled for a GPU: {message}" for message in sorted(missing))
     for line in report.footer():
         emit(line)
     return report
+
+
+def _source_file(function) -> str | None:
+    try:
+        return os.path.realpath(inspect.getsourcefile(function))
+    except (TypeError, OSError):
+        return None
+
+
+def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
+                         compiled: dict) -> CaseResult | None:
+    """Compile for an H100 each kernel from ``solve``'s file as this case launched it, and
+    fail the case if one does not compile: the interpreter runs a kernel without compiling
+    it, so it lets through what a GPU's compiler refuses (an accumulator that changes type
+    in a loop, ``tl.dot`` on tiles under 16). ``compiled`` keeps each distinct launch's
+    result across the cases of one check, so each compiles once."""
+    source = _source_file(solve)
+    launched: dict[tuple, Launch] = {}
+    for launch in launches:
+        if launch.compile_as is None or _source_file(launch.jitted.fn) != source:
+            continue
+        signature, constexprs = launch.compile_as
+        key = (launch.kernel, tuple(signature.items()), tuple(sorted(constexprs.items())))
+        launched.setdefault(key, launch)
+    new = [key for key in launched if key not in compiled]
+    if new:
+        results = compile_kernels([(launched[key].jitted, *launched[key].compile_as)
+                                   for key in new], whole_file=True)
+        compiled.update(zip(new, results))
+    for key, launch in launched.items():
+        result = compiled[key]
+        if result.found and result.error_type is not None:
+            return CaseResult(case, False, f"{launch.kernel} runs in the interpreter but does "
+                              "not compile for a GPU", [
+                f"Compiled for an H100 as this case launched it, {launch.kernel} fails. The "
+                "interpreter runs a kernel's Python without compiling it, so it lets through "
+                "what the GPU's compiler refuses; every launch on a GPU compiles first.",
+                *_compiler_message(result), *_compile_hints(result)])
+    return None
+
+
+def _compiler_message(result: Compiled, lines: int = 12) -> list[str]:
+    """The compiler's message, the last ``lines`` lines (Triton ends with the line of the
+    kernel at fault and the error), and its MLIR diagnostics."""
+    message = [f"{result.error_type}:", *result.message.strip().splitlines()[-lines:]]
+    if result.diagnostics:
+        message += ["the compiler also said:", *result.diagnostics.splitlines()[:4]]
+    return [f"  {line}" for line in message]
+
+
+def _compile_hints(result: Compiled) -> list[str]:
+    text = result.message + result.diagnostics
+    hints = []
+    if "Loop-carried variable" in text:
+        hints.append("A variable changes type inside a loop: create it with the type it will "
+                     "hold. tl.dot returns float32, so an accumulator that adds tl.dot's "
+                     "results starts as tl.zeros(..., dtype=tl.float32); convert it when "
+                     "storing (tl.store converts to the output's type).")
+    if "dot" in text and ">= 16" in text:
+        hints.append("tl.dot on a GPU needs every side of its tiles to be at least 16: use "
+                     "blocks of 16 or more.")
+    return hints
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -513,7 +590,8 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
     broken = _broken_constraint(case, watch, regions)
     if broken is not None:
         return broken
-    return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read)
+    return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,
+                      launches=watch.launches)
 
 
 def _compare(exercise, case: Case, output: torch.Tensor, returned,

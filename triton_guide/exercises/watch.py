@@ -149,6 +149,46 @@ def _bits(values: np.ndarray) -> np.ndarray:
 class Launch:
     kernel: str
     constexprs: dict[str, object]  # the arguments the kernel takes as tl.constexpr
+    jitted: object = None  # the launched @triton.jit function
+    # (signature, constexprs) to compile the kernel as this launch would on a GPU (see
+    # triton_guide.debugging.compile_kernels), or None where an argument has no type the
+    # checker knows how to name.
+    compile_as: tuple[dict[str, str], dict[str, object]] | None = None
+
+
+# Triton's name for the element type behind a pointer to a tensor of each dtype.
+POINTER_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+                 torch.float64: "fp64", torch.int8: "i8", torch.int16: "i16",
+                 torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.bool: "i1"}
+
+
+def _compile_as(fn, arguments: dict, constexpr_names: set[str]):
+    """The signature and constexprs a GPU launch with ``arguments`` compiles ``fn`` with
+    (integers as i32 or i64 by their value, as Triton does; no alignment assumed), or
+    None when an argument is missing or of a kind not named here."""
+    signature, constexprs = {}, {}
+    for name, parameter in inspect.signature(fn).parameters.items():
+        if name in arguments:
+            value = arguments[name]
+        elif parameter.default is not inspect.Parameter.empty:
+            value = parameter.default
+        else:
+            return None
+        if name in constexpr_names or value is None:
+            if not isinstance(value, (bool, int, float, str, type(None))):
+                return None  # a tl.dtype, say: not passed to the compiler's process
+            signature[name], constexprs[name] = "constexpr", value
+        elif isinstance(value, torch.Tensor) and value.dtype in POINTER_TYPES:
+            signature[name] = "*" + POINTER_TYPES[value.dtype]
+        elif isinstance(value, bool):
+            signature[name] = "i1"
+        elif isinstance(value, int):
+            signature[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        else:
+            return None
+    return signature, constexprs
 
 
 def _constexpr_names(fn) -> set[str]:
@@ -252,8 +292,9 @@ class Watch:
             except TypeError:
                 arguments = {}  # wrong arguments: Triton's own error says which
             names = _constexpr_names(fn)
-            self.launches.append(Launch(fn.__name__, {
-                name: value for name, value in arguments.items() if name in names}))
+            self.launches.append(Launch(
+                fn.__name__, {name: value for name, value in arguments.items() if name in names},
+                jitted=function, compile_as=_compile_as(fn, arguments, names)))
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
