@@ -214,6 +214,16 @@ def test_a_kernel_the_gpu_compiler_refuses_fails(tmp_path, seed):
         assert "Loop-carried variable accumulator" in said, report.text()
 
 
+def test_a_dot_on_tiles_too_small_for_the_gpu_fails(tmp_path, seed):
+    report = check_edited_solution("tiled_matmul", [("BLOCK_K = 32\n", "BLOCK_K = 4\n")],
+                                   tmp_path, seed)
+    assert not report.passed, report.text()
+    said = _said_about(report, "n=1")
+    assert "Input shapes should have" in said, report.text()
+    if runtime.interpreting():
+        assert "smallest tile, named in the message above" in said
+
+
 @pytest.mark.skipif(not runtime.interpreting(), reason="a GPU compiles every launch itself")
 def test_a_kernel_that_cannot_be_compiled_here_is_noted_not_failed(tmp_path, seed):
     # The file turns the interpreter on before its kernel is defined: imported again to

@@ -330,7 +330,7 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
     """Compile for an H100 each kernel from ``solve``'s file as this case launched it, and
     fail the case if one does not compile: the interpreter runs a kernel without compiling
     it, so it lets through what a GPU's compiler refuses (an accumulator that changes type
-    in a loop, ``tl.dot`` on tiles under 16). ``compiled`` keeps each distinct launch's
+    in a loop, ``tl.dot`` on tiles smaller than the GPU's instructions take). ``compiled`` keeps each distinct launch's
     result across the cases of one check, so each compiles once."""
     source = _source_file(solve)
     launched: dict[tuple, Launch] = {}
@@ -374,9 +374,10 @@ def _compile_hints(result: Compiled) -> list[str]:
                      "hold. tl.dot returns float32, so an accumulator that adds tl.dot's "
                      "results starts as tl.zeros(..., dtype=tl.float32); convert it when "
                      "storing (tl.store converts to the output's type).")
-    if "dot" in text and ">= 16" in text:
-        hints.append("tl.dot on a GPU needs every side of its tiles to be at least 16: use "
-                     "blocks of 16 or more.")
+    if "Input shapes should have" in text:
+        hints.append("tl.dot on a GPU has a smallest tile, named in the message above: make "
+                     "the blocks that feed tl.dot at least that large (16 on every side is "
+                     "safe for every dtype).")
     return hints
 
 
