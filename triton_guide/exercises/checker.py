@@ -686,6 +686,16 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                            "margin or gaps (NaN: an unmasked load past the end, or a wrong "
                            "stride?), from masked-off lanes loaded without other=, or by "
                            "the arithmetic itself (inf - inf, 0 / 0)?")
+    close = _largest_relative_error(actual, expected, bad)
+    if close is not None and ROUNDING_16_BIT[0] <= close <= ROUNDING_16_BIT[1]:
+        details.append(f"Every wrong element is a number within {close:.1e} of the expected "
+                       "one (relatively): about the rounding of a 16-bit float (float16 keeps "
+                       "11 significant bits and rounds to within 4.9e-4, bfloat16 keeps 8 and "
+                       "rounds to within 3.9e-3, float32 to within 6e-8). Does the kernel "
+                       "compute in a 16-bit "
+                       "type: a .to(tl.float16) on a loaded value, a tl.zeros(..., "
+                       "dtype=tl.float16) accumulator? Compute in float32 and convert only "
+                       "when storing.")
     zeros = bad & (actual == 0) & ~unwritten
     if bool(zeros.any()) and bool((zeros == bad).all()):
         details.append("Every wrong element is exactly 0, a value a program or solve wrote, "
@@ -693,6 +703,22 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "into (no program launched: a grid of n // BLOCK_SIZE is empty when n "
                        "< BLOCK_SIZE), or zeroed after the kernels ran?")
     return CaseResult(case, False, summary, details)
+
+
+# Relative errors, for every wrong element, that point at 16-bit arithmetic: above what
+# float32 rounding and summation order give (a few 1e-7 to 1e-6), up to a few steps of
+# bfloat16's 2**-8.
+ROUNDING_16_BIT = (1e-4, 2e-2)
+
+
+def _largest_relative_error(actual: torch.Tensor, expected: torch.Tensor,
+                            bad: torch.Tensor) -> float | None:
+    """The largest relative error over the ``bad`` elements, or None unless every one of
+    them is a finite number next to a finite, nonzero expected value."""
+    got, want = actual[bad], expected[bad]
+    if not (bool(got.isfinite().all()) and bool(want.isfinite().all()) and bool(want.all())):
+        return None
+    return float(((got - want).abs() / want.abs()).max())
 
 
 def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseResult | None:

@@ -75,4 +75,8 @@ MISTAKES = [
     Mistake("sum_of_x_and_abs", "(x + |x|) / 2 is max(x, 0) in exact arithmetic, but x + |x| "
             "overflows to inf when x is above half of float32's largest value",
             "tl.maximum(x, 0.0)", "(x + tl.abs(x)) * 0.5", "near_float32_max"),
+    Mistake("float16_arithmetic", "x is rounded to float16 before the maximum: close, but "
+            "float16 keeps 11 significant bits against float32's 24",
+            "tl.maximum(x, 0.0)", "tl.maximum(x.to(tl.float16), 0.0)", "all_positive",
+            reported="about the rounding of a 16-bit float"),
 ]
