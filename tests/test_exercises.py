@@ -194,6 +194,21 @@ def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
         "took the size n_cols as tl.constexpr"), report.text()
 
 
+def test_a_one_dimensional_grid_fails_where_the_statement_asks_for_two(tmp_path, seed):
+    # Right values from one program per tile, found by dividing a 1-D program id.
+    report = check_edited_solution("outer_product", [
+        ("    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+         "    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n",
+         "    col_blocks = tl.cdiv(N, BLOCK_N)\n"
+         "    rows = (tl.program_id(0) // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+         "    cols = (tl.program_id(0) % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)\n"),
+        ("grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))",
+         "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)")], tmp_path, seed)
+    assert _said_about(report, "n=1").startswith("launched a 1-D grid"), report.text()
+    assert "asks for a 2-D one" in report.text()
+    assert all(not r.passed for r in report.results), report.text()
+
+
 FLOAT16_ACCUMULATOR = [
     ("accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
      "accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)"),

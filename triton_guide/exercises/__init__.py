@@ -73,6 +73,11 @@ class Exercise:
         return list(self.module.MISTAKES)
 
     @property
+    def grid_dims(self) -> int | None:
+        """How many dimensions the statement asks the grid to have (None: any)."""
+        return getattr(self.module, "GRID_DIMS", None)
+
+    @property
     def read_once(self) -> tuple[str, ...]:
         """The inputs whose elements a kernel may read only once (checked in the interpreter)."""
         return tuple(getattr(self.module, "READ_ONCE", ()))

@@ -588,7 +588,7 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                      watch.undefined_read)
     if wrong is not None:
         return wrong
-    broken = _broken_constraint(case, watch, regions)
+    broken = _broken_constraint(case, watch, regions, exercise.grid_dims)
     if broken is not None:
         return broken
     return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,
@@ -721,12 +721,22 @@ def _largest_relative_error(actual: torch.Tensor, expected: torch.Tensor,
     return float(((got - want).abs() / want.abs()).max())
 
 
-def _broken_constraint(case: Case, watch: Watch, regions: list[Region]) -> CaseResult | None:
-    """The failure, if a right output came about in a way the exercise rules out."""
+def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
+                       grid_dims: int | None = None) -> CaseResult | None:
+    """The failure, if a right output came about in a way the exercise rules out;
+    ``grid_dims``, the dimensions the statement asks every grid to have."""
     if not watch.launches:
         return CaseResult(case, False, "launched no Triton kernel", [
             f"solve computed {case.output_name} without launching a Triton kernel: the "
             "exercise is to write the kernel that computes it."])
+    for launch in watch.launches:
+        if grid_dims is not None and launch.grid_dims is not None and \
+                launch.grid_dims < grid_dims:
+            return CaseResult(case, False, f"launched a {launch.grid_dims}-D grid", [
+                f"{launch.kernel} was launched on a {launch.grid_dims}-D grid; the exercise "
+                f"asks for a {grid_dims}-D one: one program per tile, tl.program_id(0) "
+                "for its rows and tl.program_id(1) for its columns, so that no program "
+                "divides its id to find its tile."])
     floats = {name: value for name, value in case.inputs().items() if isinstance(value, float)}
     # The sizes (n, M, N, K): a kernel parameter of the same name that is a tl.constexpr
     # makes every new size a new compilation.

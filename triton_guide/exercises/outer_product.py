@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from .checker import Case, Mistake, Output, randn, size_between, strided
 
+# The statement asks for a 2-D grid of tiles (checked on every launch).
+GRID_DIMS = 2
 SUMMARY = "out[i, j] = x[i] * y[j]: a 2-D grid, [:, None] and [None, :]"
 
 

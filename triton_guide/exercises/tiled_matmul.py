@@ -27,6 +27,8 @@ import torch
 from ..testing import tolerance as dtype_tolerance
 from .checker import Case, Mistake, Output, randn, size_between, strided
 
+# The statement asks for a 2-D grid of tiles (checked on every launch).
+GRID_DIMS = 2
 SUMMARY = "c = a @ b: a 2-D grid of tiles, a loop over K, tl.dot, ragged edges"
 
 

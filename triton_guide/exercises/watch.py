@@ -154,6 +154,7 @@ class Launch:
     # triton_guide.debugging.compile_kernels), or None where an argument has no type the
     # checker knows how to name.
     compile_as: tuple[dict[str, str], dict[str, object]] | None = None
+    grid_dims: int | None = None  # how many dimensions the grid has; None for a callable
 
 
 # Triton's name for the element type behind a pointer to a tensor of each dtype.
@@ -294,7 +295,8 @@ class Watch:
             names = _constexpr_names(fn)
             self.launches.append(Launch(
                 fn.__name__, {name: value for name, value in arguments.items() if name in names},
-                jitted=function, compile_as=_compile_as(fn, arguments, names)))
+                jitted=function, compile_as=_compile_as(fn, arguments, names),
+                grid_dims=len(grid) if isinstance(grid, (tuple, list)) else None))
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
