@@ -24,7 +24,8 @@ import math
 import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, host_us, us_per_call
+from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s, gpu_ms,
+                                    host_us, us_per_call)
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.softmax import _num_warps  # private: how the launcher picks num_warps
 from triton_guide.testing import assert_close, tolerance
@@ -290,9 +291,9 @@ for run in results:
 # Do not read too much into the ratio at the largest size alone: ``torch.softmax``'s
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
-# is the fairer comparison. Nor is fused ahead at every length: the line "fused /
-# torch.softmax by row length" names, for each GPU, the lengths where ``torch.softmax``
-# is the faster, and the next section shows what costs on short rows.
+# is the fairer comparison. On short rows the line "fused / torch.softmax by row length"
+# names the lengths, if any, where ``torch.softmax`` was the faster; the next section
+# shows what those short calls measure.
 #
 # Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
 # The line "fused / naive by row length" sets the measured gap beside the traffic ratio at
@@ -304,60 +305,98 @@ for run in results:
 # The host's share
 # ----------------
 # A call on 128-wide rows moves a few megabytes, which the copy ceiling would move in the
-# time printed on the last line for each GPU, and both softmaxes take several times that.
-# Every kernel pays fixed costs whatever its size (the launch, filling the GPU with
-# programs, a last wave that leaves much of the GPU idle while it finishes), and before
-# the kernel the host runs the call: ``softmax`` checks its argument, picks the block and
-# the rows per program, allocates the output and launches, all in Python;
-# ``torch.softmax`` does the same in C++. Here is each one's host time per call (200
-# calls back to back, which return as soon as their kernels are queued; ``host_us``),
-# next to the time per call the sweep above measured:
+# time printed on the last line for each GPU; both softmaxes take longer, by the multiples
+# printed beside their times. Every kernel pays fixed costs whatever its size: the
+# launch, and filling the GPU with programs, which run in waves of as many as fit at
+# once, the last wave leaving much of the GPU idle while it finishes. And before the
+# kernel, the host (the CPU, running Python) makes the call: ``softmax`` checks its
+# argument, picks the block and the rows per program, allocates the output and launches,
+# all in Python; ``torch.softmax`` does the same in C++. A launch is asynchronous: the
+# host queues the kernel and returns, and if it takes longer per call than the kernel
+# runs, the GPU waits for it.
+#
+# Below, for three row lengths: each one's host time per call (200 calls back to back,
+# which return as soon as their kernels are queued; ``host_us``), its GPU time with the
+# host left out (calls on many copies of the input, replayed from a CUDA graph;
+# ``gpu_ms``), and the time per call of the sweep above.
 
 host_lengths = [128, 1024, 8192]
+
+
+def fused_call(t):
+    return softmax(t, method="one_pass")
+
+
+def torch_call(t):
+    return torch.softmax(t, dim=-1)
 
 
 def host_time(fn):
     def prepare(n):
         data = torch.randn(4096, n, device=device)
-        return functools.partial(host_us, lambda: fn(data))
+        return functools.partial(host_us, functools.partial(fn, data))
     return prepare
 
 
-host = bench.measure(
-    "softmax, host time per call",
+def gpu_time(fn):
+    def prepare(n):
+        copies = [torch.randn(4096, n, device=device)
+                  for _ in range(copies_for_cold_cache(2 * 4096 * n * 4))]
+        return lambda: gpu_ms([functools.partial(fn, data) for data in copies]) * 1e3
+    return prepare
+
+
+times = bench.measure(
+    "softmax, host and GPU time per call",
     host_lengths,
     {
-        "fused (one pass)": host_time(lambda t: softmax(t, method="one_pass")),
-        "torch.softmax": host_time(lambda t: torch.softmax(t, dim=-1)),
+        "fused (one pass), host": host_time(fused_call),
+        "torch.softmax, host": host_time(torch_call),
+        "fused (one pass), GPU alone": gpu_time(fused_call),
+        "torch.softmax, GPU alone": gpu_time(torch_call),
     },
     label="N",
     unit="us per call",
     xlabel="row length (4096 rows, float32)",
 )
-for run in host:
+# triton.testing.do_bench clears the L2 cache before each timed call by writing a buffer
+# of this size (Triton 3.6 and 3.9: the driver's get_empty_cache_for_benchmark).
+DO_BENCH_CLEARING_BYTES = 256 * 2**20
+for run in times:
     timed = next((r for r in results if r.slug == run.slug), None)
+    if timed is not None and timed.ceiling:
+        clearing = us_per_call(DO_BENCH_CLEARING_BYTES, timed.ceiling.value)
+        print(f"{run.gpu}: do_bench's clearing writes 256 MiB, about {clearing:.0f} us "
+              "at the copy rate")
     for i, n in enumerate(run.xs):
-        line = (f"{run.gpu}, N = {n}: host time fused {run['fused (one pass)'][i]:.1f} us, "
-                f"torch.softmax {run['torch.softmax'][i]:.1f} us per call")
+        line = (f"{run.gpu}, N = {n}, fused / torch.softmax: host "
+                f"{run['fused (one pass), host'][i]:.1f} / {run['torch.softmax, host'][i]:.1f}"
+                f" us; GPU alone {run['fused (one pass), GPU alone'][i]:.1f} / "
+                f"{run['torch.softmax, GPU alone'][i]:.1f} us")
         if timed is not None and n in timed.xs:
             j = timed.xs.index(n)
-            per_call = [us_per_call(2 * 4096 * n * 4, timed[name][j])
-                        for name in ("fused (one pass)", "torch.softmax")]
-            line += "; timed in the sweep: {:.1f} and {:.1f} us".format(*per_call)
+            line += "; in the sweep {:.1f} / {:.1f} us".format(
+                *(us_per_call(2 * 4096 * n * 4, timed[name][j])
+                  for name in ("fused (one pass)", "torch.softmax")))
         print(line)
 
 # %%
-# Our launcher's Python takes several times as long as ``torch.softmax``'s C++, and on
-# short rows it takes longer than the kernel itself. ``do_bench`` hides host time only
-# in part: it clears the L2 cache with a kernel before every timed call, starts the
-# clock when that kernel ends, and launches the call while it still runs, so a host
-# shorter than the clearing does not show, and one of tens of microseconds shows in part
-# and by an amount that varies from call to call (the sweep keeps the median of three
-# rounds). Where fused trails ``torch.softmax`` on short rows above, compare the host
-# times: a program that calls ``softmax`` on small tensors in a loop waits on Python,
-# and only fewer Python steps per call, or a CUDA graph (which replays the launches
-# without running Python), would close that gap. On rows of thousands of elements the kernel
-# takes longer than the host, and the bytes decide again.
+# Read the three columns in turn. On the host our launcher takes several times as long
+# as ``torch.softmax``'s C++. On the GPU alone, the fused kernel is the one to compare
+# with ``torch.softmax``'s kernel. The sweep's time per call mixes the two:
+# ``bench.sweep`` times with ``triton.testing.do_bench``, which clears the L2 cache
+# before every timed call (the first line for each GPU says how long that takes at the
+# copy rate), starts the clock when the clearing ends, and launches the call while the
+# clearing still runs. A host time shorter than the clearing is hidden, but only as long
+# as every call's host time is; where it comes within reach of the clearing, some calls
+# show part of it, and how much changes from one recording to the next (the sweep keeps
+# the median of three rounds; ``benchmarks/NOTES.md`` records two recordings a factor
+# of three apart at 128-wide rows). So on short rows the sweep's ratio to
+# ``torch.softmax`` measures our Python as much as our kernel. A program that calls
+# ``softmax`` on small tensors in a loop does wait on that Python, and only fewer
+# Python steps per call, or a CUDA graph (which replays the launches without running
+# Python), would close the gap. Where the GPU time is well above the host time, the
+# bytes decide again.
 
 # %%
 # Takeaways

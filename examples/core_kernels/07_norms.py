@@ -175,8 +175,9 @@ for dtype in (torch.float32, torch.float16):
 # ---------
 # 4096 rows of bfloat16, hidden size from 1024 to 16384. The forward must read ``x`` and
 # write ``y`` (2 bytes each per element); the backward must read ``x`` and ``dy`` and
-# write ``dx`` (the weight, the statistics and the partial sums are small). GB/s counts
-# those bytes for every variant. Two ceilings, both timed in the same run: a
+# write ``dx``. GB/s counts those bytes for every variant, and leaves out the rest: the
+# weight, the statistics and our backward's float32 partial sums (printed above for
+# another size: what they add grows with the number of programs against the rows). Two ceilings, both timed in the same run: a
 # device-to-device copy of 1 GiB (the wide pale line, as on every page) and, as one
 # more variant, a copy that moves the same number of bytes as the norm at each size:
 # the fairer roof at small sizes, where fixed costs weigh more.
@@ -289,19 +290,19 @@ backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 # %%
 # Read the ratios by size next to the times per call printed last. At the small sizes
 # the copy of the same bytes takes microseconds, while our calls take several times as
-# long and change little from one size to the next: a fixed cost per call sets their
-# time, not the bytes. Part of that cost may be the host's. Every call of ``rms_norm`` runs Python
-# before its kernel is queued (argument checks, the autograd wrapper, the launch; the
-# backward launches two kernels, three with a bias). These sweeps time one call as a
-# program makes it, but host time shorter than a cache clearing does not show:
+# long, and their time does not follow the bytes: a cost per call that is not the
+# kernel's reading sets it. Part of that cost may be the host's. Every call of
+# ``rms_norm`` runs Python before its kernel is queued (argument checks, the autograd
+# wrapper, the launch; the backward launches two kernels, three for ``layer_norm`` with
+# a bias). These sweeps time one call as a program makes it, with
+# ``triton.testing.do_bench``, but host time shorter than a cache clearing does not show:
 # ``do_bench`` clears the L2 cache with a kernel before every timed call and starts the
 # clock when that kernel ends, and the call is launched while it still runs. Only host
 # time beyond the clearing shows, and, between the kernels of one call, Python that
-# outlasts the GPU's work. This page does not measure how much of the fixed cost is the
-# host's; the softmax page times a launcher's host time beside torch's, and the matmul
-# page shows how to time the GPU alone. The lines "at least as fast as
-# torch at hidden" say, for each op and GPU, where ours draws level with torch; where they
-# say no size, torch is ahead everywhere measured.
+# outlasts the GPU's work. This page does not measure how much of that cost is the
+# host's; the softmax page times a launcher's host and GPU time beside torch's. The
+# lines "at least as fast as torch at hidden" say, for each op and GPU, where ours draws
+# level with torch; where they say no size, torch is ahead everywhere measured.
 #
 # Which ratios are the kernel's
 # -----------------------------
@@ -347,7 +348,8 @@ for runs in zip(forward_results, backward_results):
 
 # %%
 # Read the last lines of each GPU first. A variant listed there as grown has a ratio
-# that is the kernel's. For one that is not, the ratio is a floor: the timed call
+# that is mostly the kernel's (what the small sizes cost is at most 1/PAST of its
+# time at the largest). For one that is not, the ratio is a floor: the timed call
 # contains the kernel, so the kernel alone is at least as fast as its fraction says. A
 # floor close to the copy says the kernel runs at about copy speed; a low floor says
 # nothing about the kernel. So whether our backward kernel reaches less of the copy than
