@@ -330,8 +330,9 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
     """Compile for an H100 each kernel from ``solve``'s file as this case launched it, and
     fail the case if one does not compile: the interpreter runs a kernel without compiling
     it, so it lets through what a GPU's compiler refuses (an accumulator that changes type
-    in a loop, ``tl.dot`` on tiles smaller than the GPU's instructions take). ``compiled`` keeps each distinct launch's
-    result across the cases of one check, so each compiles once."""
+    in a loop, ``tl.dot`` on tiles smaller than the GPU's instructions take). ``compiled``
+    keeps each distinct launch's result across the cases of one check, so each compiles
+    once."""
     source = _source_file(solve)
     launched: dict[tuple, Launch] = {}
     for launch in launches:
@@ -692,10 +693,9 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "one (relatively): about the rounding of a 16-bit float (float16 keeps "
                        "11 significant bits and rounds to within 4.9e-4, bfloat16 keeps 8 and "
                        "rounds to within 3.9e-3, float32 to within 6e-8). Does the kernel "
-                       "compute in a 16-bit "
-                       "type: a .to(tl.float16) on a loaded value, a tl.zeros(..., "
-                       "dtype=tl.float16) accumulator? Compute in float32 and convert only "
-                       "when storing.")
+                       "compute in a 16-bit type: a .to(tl.float16) on a loaded value, a "
+                       "tl.zeros(..., dtype=tl.float16) accumulator? Compute in float32 and "
+                       "convert only when storing.")
     zeros = bad & (actual == 0) & ~unwritten
     if bool(zeros.any()) and bool((zeros == bad).all()):
         details.append("Every wrong element is exactly 0, a value a program or solve wrote, "
