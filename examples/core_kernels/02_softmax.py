@@ -381,9 +381,9 @@ for run in times:
         print(line)
 
 # %%
-# Read the three columns in turn. On the host our launcher takes several times as long
-# as ``torch.softmax``'s C++. On the GPU alone, the fused kernel is the one to compare
-# with ``torch.softmax``'s kernel. The sweep's time per call mixes the two:
+# Read the three pairs in turn. The host pair is our launcher's Python against
+# ``torch.softmax``'s C++; the GPU pair, the fused kernel against ``torch.softmax``'s
+# kernel, which is the comparison of the kernels. The sweep's time per call mixes the two:
 # ``bench.sweep`` times with ``triton.testing.do_bench``, which clears the L2 cache
 # before every timed call (the first line for each GPU says how long that takes at the
 # copy rate), starts the clock when the clearing ends, and launches the call while the
