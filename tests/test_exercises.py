@@ -194,19 +194,29 @@ def test_a_size_taken_as_constexpr_under_another_name_fails(tmp_path, seed):
         "took the size n_cols as tl.constexpr"), report.text()
 
 
-def test_a_one_dimensional_grid_fails_where_the_statement_asks_for_two(tmp_path, seed):
-    # Right values from one program per tile, found by dividing a 1-D program id.
+ONE_ID_PER_TILE = (
+    "    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+    "    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n",
+    "    col_blocks = tl.cdiv(N, BLOCK_N)\n"
+    "    rows = (tl.program_id(0) // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+    "    cols = (tl.program_id(0) % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)\n")
+TILES = "triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)"
+
+
+# Right values from one program per tile, each finding its tile by dividing one id.
+@pytest.mark.parametrize("grid, case, said", [
+    pytest.param(f"({TILES},)", "n=1", "launched a 1-D grid", id="1-D"),
+    pytest.param(f"lambda meta: ({TILES},)", "n=1", "launched a 1-D grid", id="callable_1-D"),
+    pytest.param(f"({TILES}, 1)", "wide", "launched one column of tiles", id="T_by_1"),
+    pytest.param(f"({TILES}, 1, 1)", "wide", "launched one column of tiles", id="T_by_1_by_1"),
+])
+def test_a_grid_of_fewer_dimensions_than_asked_fails(grid, case, said, tmp_path, seed):
     report = check_edited_solution("outer_product", [
-        ("    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
-         "    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n",
-         "    col_blocks = tl.cdiv(N, BLOCK_N)\n"
-         "    rows = (tl.program_id(0) // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
-         "    cols = (tl.program_id(0) % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)\n"),
-        ("grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))",
-         "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)")], tmp_path, seed)
-    assert _said_about(report, "n=1").startswith("launched a 1-D grid"), report.text()
-    assert "asks for a 2-D one" in report.text()
-    assert all(not r.passed for r in report.results), report.text()
+        ONE_ID_PER_TILE,
+        ("grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))", f"grid = {grid}")],
+        tmp_path, seed)
+    assert _said_about(report, case).startswith(said), report.text()
+    assert "asks for a 2-D grid of tiles" in report.text()
 
 
 FLOAT16_ACCUMULATOR = [

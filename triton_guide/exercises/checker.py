@@ -694,8 +694,9 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "11 significant bits and rounds to within 4.9e-4, bfloat16 keeps 8 and "
                        "rounds to within 3.9e-3, float32 to within 6e-8). Does the kernel "
                        "compute in a 16-bit type: a .to(tl.float16) on a loaded value, a "
-                       "tl.zeros(..., dtype=tl.float16) accumulator? Compute in float32 and "
-                       "convert only when storing.")
+                       "tl.zeros(..., dtype=tl.float16) accumulator, a cast before the "
+                       "store? Keep every value float32 up to the store (tl.store converts "
+                       "to the output's type by itself).")
     zeros = bad & (actual == 0) & ~unwritten
     if bool(zeros.any()) and bool((zeros == bad).all()):
         details.append("Every wrong element is exactly 0, a value a program or solve wrote, "
@@ -704,6 +705,10 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "< BLOCK_SIZE), or zeroed after the kernels ran?")
     return CaseResult(case, False, summary, details)
 
+
+# An output with more columns than this needs more than one tile across (blocks of up to
+# 2048 columns): a 2-D grid's second dimension must exceed 1 there.
+WIDE_OUTPUT_COLUMNS = 2048
 
 # Relative errors, for every wrong element, that point at 16-bit arithmetic: above what
 # float32 rounding and summation order give (a few 1e-7 to 1e-6), up to a few steps of
@@ -730,13 +735,20 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
             f"solve computed {case.output_name} without launching a Triton kernel: the "
             "exercise is to write the kernel that computes it."])
     for launch in watch.launches:
-        if grid_dims is not None and launch.grid_dims is not None and \
-                launch.grid_dims < grid_dims:
-            return CaseResult(case, False, f"launched a {launch.grid_dims}-D grid", [
-                f"{launch.kernel} was launched on a {launch.grid_dims}-D grid; the exercise "
-                f"asks for a {grid_dims}-D one: one program per tile, tl.program_id(0) "
-                "for its rows and tl.program_id(1) for its columns, so that no program "
-                "divides its id to find its tile."])
+        if grid_dims is None or launch.grid is None:
+            continue
+        asked = (f"the exercise asks for a {grid_dims}-D grid of tiles: tl.program_id(0) "
+                 "numbers a tile's rows and tl.program_id(1) its columns, so that no program "
+                 "finds its tile by dividing one id")
+        if len(launch.grid) < grid_dims:
+            return CaseResult(case, False, f"launched a {len(launch.grid)}-D grid", [
+                f"{launch.kernel} was launched on the grid {launch.grid}; {asked}."])
+        columns = case.arguments[case.output_name].shape[-1]
+        if columns > WIDE_OUTPUT_COLUMNS and launch.grid[1] == 1:
+            return CaseResult(case, False, "launched one column of tiles", [
+                f"{launch.kernel} was launched on the grid {launch.grid}, one program along "
+                f"the second axis for {columns} columns, more than any block of columns "
+                f"holds; {asked}."])
     floats = {name: value for name, value in case.inputs().items() if isinstance(value, float)}
     # The sizes (n, M, N, K): a kernel parameter of the same name that is a tl.constexpr
     # makes every new size a new compilation.
@@ -775,9 +787,11 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
             continue
         if not region.read:
             return CaseResult(case, False, f"never read {region.name} itself", [
-                f"No kernel read {region.name}: solve gave them a copy (such as "
-                f"{region.name}.contiguous()). Pass {region.name} as it is, with its "
-                "strides: a copy is a whole extra pass over memory."])
+                f"No kernel read {region.name}: solve gave them a copy of it, or a tensor "
+                f"computed from it with PyTorch (such as {region.name}.contiguous() or "
+                f"2 * {region.name}). Pass {region.name} as it is, with its strides, and "
+                "compute in the kernel: each PyTorch step is a whole extra pass over "
+                "memory."])
         if region.reads is not None and region.reads.max() > 1:
             twice = int((region.reads > 1).sum())
             return CaseResult(case, False, f"read {region.name} more than once", [

@@ -10,7 +10,7 @@ Constraints:
 * Each program owns a block of columns and walks down the rows a tile at a time. Lanes
   outside the matrix must not win the maximum: load them as ``-inf`` (``other=``). Not 0,
   or a column of negative numbers comes out as 0; nor a large finite negative, as values
-  reach ``-1e38``.
+  go down to ``-3e38``.
 * ``out`` is a contiguous float32 vector of ``N`` elements.
 
 ``solve(x, out, M, N)`` launches the kernel and returns nothing.
@@ -34,7 +34,8 @@ def tolerance(**inputs):
 
 def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
           by_columns=False):
-    x = randn(generator, M, N, scale=scale) + shift
+    # Clamped to what the statement allows (finite float32 down to -3e38).
+    x = (randn(generator, M, N, scale=scale) + shift).clamp(-3e38, 3e38)
     if non_contiguous:
         x = strided(x)
     if by_columns:
@@ -60,6 +61,8 @@ def cases(generator):
         _case("below_minus_1e37", "every value near -1e38: padding with a finite stand-in "
               "for -inf, such as -1e9, wins the maximum", generator, 37, 20, scale=1e37,
               shift=-1e38),
+        _case("below_minus_2e38", "every value between -3e38 and -2e38: even -1e38 as "
+              "padding wins the maximum", generator, 37, 20, scale=1.5e37, shift=-2.5e38),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 200),
               size_between(generator, 1, 200)),
         _case("random_2", "random M and N, non-contiguous", generator,
@@ -87,4 +90,7 @@ MISTAKES = [
     Mistake("padding_with_minus_1e9", "masked-off lanes load -1e9, a finite stand-in for -inf "
             "that beats a column of values near -1e38",
             'other=-float("inf")', "other=-1e9", "below_minus_1e37"),
+    Mistake("padding_at_minus_1e38", "pads with -1e38, a large finite negative: columns "
+            "whose values are all below it come out as -1e38",
+            'other=-float("inf")', "other=-1e38", "below_minus_2e38"),
 ]

@@ -47,6 +47,8 @@ def cases(generator):
               generator, 65, 33),
         _case("non_power_of_two", "100 x 37", generator, 100, 37),
         _case("larger_than_one_block", "200 x 300: many tiles each way", generator, 200, 300),
+        _case("wide", "3 x 2100: more columns than a block of up to 2048 holds", generator,
+              3, 2100),
         _case("non_contiguous", "x is every 2nd element of a longer vector, y every 3rd",
               generator, 50, 70, non_contiguous=True),
         _case("all_negative", "every x and y below zero", generator, 37, 50, shift=-5.0),

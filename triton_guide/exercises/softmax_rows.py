@@ -36,7 +36,8 @@ def tolerance(**inputs):
 
 def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
           by_columns=False):
-    x = randn(generator, M, N, scale=scale) + shift
+    # Clamped to the statement's |x| <= 10**4.
+    x = (randn(generator, M, N, scale=scale) + shift).clamp(-1e4, 1e4)
     if non_contiguous:
         x = strided(x)
     if by_columns:
@@ -56,10 +57,11 @@ def cases(generator):
         _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
               generator, 6, 40, by_columns=True),
         _case("all_negative", "every value below zero", generator, 6, 77, shift=-5.0),
-        _case("large_values", "values of size 1e4: exp(x) overflows without the max",
+        _case("large_values", "values of size up to 1e4: exp(x) overflows without the max",
               generator, 4, 100, scale=1e4),
-        _case("near_minus_5000", "every value near -5000: padding must be -inf, not a "
-              "finite stand-in such as -1000", generator, 3, 300, shift=-5000.0),
+        _case("near_minus_10000", "every value between -10000 and -9999, the statement's "
+              "lowest: padding must be -inf, not a finite stand-in such as -1000 or -1e4",
+              generator, 3, 300, scale=0.3, shift=-9999.5),
         _case("longest_rows", "rows of 4096, the longest the statement allows", generator,
               2, 4096),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 20),
@@ -81,7 +83,10 @@ MISTAKES = [
             reported="a load without other= had masked-off lanes", needs_interpreter=True),
     Mistake("padding_with_minus_1000", "padded lanes load -1000, which looks small enough "
             "but is the row's maximum when every value is near -5000",
-            'other=-float("inf")', "other=-1000.0", "near_minus_5000"),
+            'other=-float("inf")', "other=-1000.0", "near_minus_10000"),
+    Mistake("padding_at_minus_1e4", "pads with -1e4, the lowest value the statement allows: "
+            "a padded lane then weighs as much as a real value at -1e4",
+            'other=-float("inf")', "other=-1e4", "near_minus_10000"),
     Mistake("block_fixed_at_2048", "a fixed block of 2048: rows longer than that lose "
             "their end", "BLOCK_SIZE=triton.next_power_of_2(N)", "BLOCK_SIZE=2048",
             "longest_rows"),

@@ -154,7 +154,7 @@ class Launch:
     # triton_guide.debugging.compile_kernels), or None where an argument has no type the
     # checker knows how to name.
     compile_as: tuple[dict[str, str], dict[str, object]] | None = None
-    grid_dims: int | None = None  # how many dimensions the grid has; None for a callable
+    grid: tuple[int, ...] | None = None  # the grid, a callable's evaluated; None if unknown
 
 
 # Triton's name for the element type behind a pointer to a tensor of each dtype.
@@ -190,6 +190,19 @@ def _compile_as(fn, arguments: dict, constexpr_names: set[str]):
         else:
             return None
     return signature, constexprs
+
+
+def _grid_shape(grid, arguments: dict) -> tuple[int, ...] | None:
+    """The grid of a launch: a tuple as given, or what a callable grid returns for the
+    launch's arguments (as Triton calls it); None if that fails."""
+    if callable(grid):
+        try:
+            grid = grid(arguments)
+        except Exception:
+            return None
+    if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid):
+        return tuple(grid)
+    return None
 
 
 def _constexpr_names(fn) -> set[str]:
@@ -296,7 +309,7 @@ class Watch:
             self.launches.append(Launch(
                 fn.__name__, {name: value for name, value in arguments.items() if name in names},
                 jitted=function, compile_as=_compile_as(fn, arguments, names),
-                grid_dims=len(grid) if isinstance(grid, (tuple, list)) else None))
+                grid=_grid_shape(grid, {**arguments, **kwargs})))
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
