@@ -219,6 +219,40 @@ def test_a_grid_of_fewer_dimensions_than_asked_fails(grid, case, said, tmp_path,
     assert "asks for a 2-D grid of tiles" in report.text()
 
 
+FIRST_BLOCK_SHIFT = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def logsumexp_kernel(x_ptr, out_ptr, N, stride_row, stride_col, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.zeros([BLOCK_SIZE], tl.float32)
+    shift = -float("inf")
+    for start in range(0, N, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=cols < N,
+                    other=-float("inf"))
+        shift = tl.where(shift == -float("inf"), tl.max(x, axis=0), shift)
+        total += tl.exp(x - tl.where(shift == -float("inf"), 0.0, shift))
+    shift = tl.where(shift == -float("inf"), 0.0, shift)
+    tl.store(out_ptr + row, tl.log(tl.sum(total, axis=0)) + shift)
+
+
+def solve(x, out, M, N):
+    logsumexp_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_SIZE=1024)
+'''
+
+
+def test_a_shift_fixed_by_the_first_block_fails_online_logsumexp(tmp_path, seed):
+    # One pass, finite everywhere on rows of small values; never rescaled, the sum
+    # overflows once the row climbs far above its first block's maximum.
+    path = tmp_path / "first_block_shift.py"
+    path.write_text(FIRST_BLOCK_SHIFT)
+    report = check_file(get("online_logsumexp"), path, seed=seed)
+    assert report.failed_cases == ["ascending_across_the_range"], report.text()
+
+
 FLOAT16_ACCUMULATOR = [
     ("accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
      "accumulator = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)"),

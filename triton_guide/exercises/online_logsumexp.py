@@ -46,7 +46,8 @@ def tolerance(**inputs):
 def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
           by_columns=False,
           ascending=False, row_of_neg_inf=False, leading_neg_inf=0):
-    x = randn(generator, M, N, scale=scale) + shift
+    # Clamped to the statement's |x| <= 10**4.
+    x = (randn(generator, M, N, scale=scale) + shift).clamp(-1e4, 1e4)
     if ascending:
         x = x.sort(dim=1).values
     if row_of_neg_inf:
@@ -70,6 +71,9 @@ def cases(generator):
         _case("ascending_rows", "each row sorted ascending, 3000 long: the maximum grows in "
               "every block, so the running sum must be rescaled", generator, 2, 3000,
               ascending=True),
+        _case("ascending_across_the_range", "each row sorted ascending from about -1e4 to "
+              "1e4: a sum shifted by an early block's maximum and never rescaled overflows",
+              generator, 2, 3000, scale=3333.0, ascending=True),
         _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix",
               generator, 5, 300, non_contiguous=True),
         _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",
