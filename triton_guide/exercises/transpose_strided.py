@@ -28,9 +28,10 @@ def tolerance(**inputs):
     return 0.0, 0.0
 
 
-def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False):
+def _case(name, why, generator, M, N, *, scale=1.0, shift=0.0, non_contiguous=False,
+          out_strides=None):
     x = randn(generator, M, N, scale=scale) + shift
-    out = Output((N, M))
+    out = Output((N, M), strides=out_strides)
     if non_contiguous:
         # x: every 2nd row and 3rd column of a larger matrix; out: column-major.
         x, out = strided(x), Output((N, M), strides=(1, N))
@@ -46,6 +47,11 @@ def cases(generator):
         _case("larger_than_one_block", "200 x 300: many tiles each way", generator, 200, 300),
         _case("non_contiguous", "x is every 2nd row and 3rd column of a larger matrix, out "
               "is column-major", generator, 50, 70, non_contiguous=True),
+        _case("out_padded_rows", "out's rows are M + 5 elements apart (a slice of a wider "
+              "matrix): neither contiguous nor column-major", generator, 40, 30,
+              out_strides=(45, 1)),
+        _case("out_every_2nd_row_3rd_column", "out is every 2nd row and 3rd column of a "
+              "larger matrix: no stride of out is 1", generator, 20, 25, out_strides=(120, 3)),
         _case("all_negative", "every value below zero", generator, 37, 50, shift=-5.0),
         _case("large_values", "values near 1e30", generator, 40, 30, scale=1e30),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 200),
@@ -59,6 +65,11 @@ def cases(generator):
 MISTAKES = [
     Mistake("contiguous_output", "writes out as if it were contiguous (row j at j * M)",
             "out.stride(0), out.stride(1)", "M, 1", "non_contiguous"),
+    Mistake("output_layout_guessed", "takes out as row-major unless it is contiguous, "
+            "then as column-major: right for those two layouts, not for a slice of a wider "
+            "matrix",
+            "out.stride(0), out.stride(1)",
+            "*((M, 1) if out.is_contiguous() else (1, N))", "out_padded_rows"),
     Mistake("grid_rounded_down", "the grid M // BLOCK_M drops the last row tile",
             "triton.cdiv(M, BLOCK_M)", "M // BLOCK_M", "n=1"),
     Mistake("store_roles_not_swapped", "stores the tile at out[i, j] instead of out[j, i]: "
