@@ -51,6 +51,8 @@ def cases(generator):
         _case("non_power_of_two", "1000 elements", generator, 1000),
         _case("larger_than_one_block", "10007 elements: many programs add into out",
               generator, 10_007),
+        _case("many_programs", "100003 elements: about a hundred blocks of 1024, more than "
+              "a grid fixed from the small cases covers", generator, 100_003),
         _case("all_negative", "every value below zero", generator, 777, shift=-5.0),
         _case("large_values", "values near 1e30", generator, 500, scale=1e30),
         _case("random_1", "random n", generator, size_between(generator, 1, 20_000)),

@@ -51,6 +51,8 @@ def cases(generator):
         _case("non_power_of_two", "100 x 37", generator, 100, 37),
         _case("larger_than_one_block", "300 x 300: several column blocks and row tiles",
               generator, 300, 300),
+        _case("tall", "3000 rows of 3: more rows than any single tile holds", generator,
+              3000, 3),
         _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
               generator, 50, 70, non_contiguous=True),
         _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",

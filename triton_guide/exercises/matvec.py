@@ -60,7 +60,7 @@ def cases(generator):
         _case("all_negative", "every value below zero", generator, 37, 50, shift=-5.0),
         _case("large_values", "values near 1e15: products near 1e30", generator, 20, 300,
               scale=1e15),
-        _case("long_rows", "2 x 20000: K far past any single block", generator, 2, 20000),
+        _case("long_rows", "2 x 40000: K far past any single block", generator, 2, 40_000),
         _case("random_1", "random M and K", generator, size_between(generator, 1, 50),
               size_between(generator, 1, 1000)),
         _case("random_2", "random M and K, non-contiguous", generator,

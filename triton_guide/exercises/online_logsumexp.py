@@ -87,8 +87,8 @@ def cases(generator):
         _case("leading_neg_inf", "the first 2500 values of every row are -inf (masked "
               "out, as attention scores can be), the rest finite: whole blocks hold no "
               "number yet", generator, 2, 3000, leading_neg_inf=2500),
-        _case("long_rows", "one row of 20000: many blocks, more than any single block holds",
-              generator, 1, 20000),
+        _case("long_rows", "one row of 40000: many blocks, more than any single block holds",
+              generator, 1, 40_000),
         _case("random_1", "random M and N", generator, size_between(generator, 1, 6),
               size_between(generator, 1, 4000)),
         _case("random_2", "random M and N, non-contiguous", generator,

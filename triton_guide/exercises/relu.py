@@ -44,6 +44,8 @@ def cases(generator):
               "holds one", generator, 1025),
         _case("non_power_of_two", "1000 elements", generator, 1000),
         _case("larger_than_one_block", "10007 elements: several programs", generator, 10_007),
+        _case("many_programs", "100003 elements: about a hundred blocks of 1024, more than "
+              "a grid fixed from the small cases covers", generator, 100_003),
         _case("all_negative", "every x below zero: out is all zeros", generator, 777,
               shift=-5.0),
         _case("all_positive", "every x above zero: out equals x", generator, 777, shift=5.0),

@@ -54,6 +54,8 @@ def cases(generator):
         _case("non_power_of_two", "5 rows of 100", generator, 5, 100),
         _case("larger_than_one_block", "rows of 5000: several blocks per row", generator, 4,
               5000),
+        _case("long_rows", "2 rows of 40000: more than any single block holds", generator, 2,
+              40_000),
         _case("non_contiguous", "x is every 2nd row and every 3rd column of a larger matrix",
               generator, 6, 300, non_contiguous=True),
         _case("stored_by_columns", "x is stored column by column (x.stride(1) != 1)",

@@ -47,6 +47,8 @@ def cases(generator):
               "holds one", generator, 1025),
         _case("non_power_of_two", "1000 elements", generator, 1000),
         _case("larger_than_one_block", "10007 elements: several programs", generator, 10_007),
+        _case("many_programs", "100003 elements: about a hundred blocks of 1024, more than "
+              "a grid fixed from the small cases covers", generator, 100_003),
         _case("alpha_zero", "alpha = 0: out must equal y", generator, 300, alpha=0.0),
         _case("all_negative", "every x and y below zero", generator, 777, shift=-5.0),
         _case("large_values", "values near 1e30 (float32 goes to 3.4e38)", generator, 500,

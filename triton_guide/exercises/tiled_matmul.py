@@ -56,6 +56,8 @@ def cases(generator):
         _case("non_power_of_two", "37 x 23 times 23 x 50", generator, 37, 50, 23),
         _case("larger_than_one_block", "100 x 130 times 130 x 90: several tiles and K steps",
               generator, 100, 90, 130),
+        _case("deep", "5 x 300 times 300 x 7: K past any single block of K", generator, 5, 7,
+              300),
         _case("wide", "5 x 24 times 24 x 2100: more columns of c than a block of up to 2048 "
               "holds", generator, 5, 2100, 24),
         _case("non_contiguous", "a is column-major, b every 2nd row and 3rd column of a "
