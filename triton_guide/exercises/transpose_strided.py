@@ -65,9 +65,9 @@ def cases(generator):
 MISTAKES = [
     Mistake("contiguous_output", "writes out as if it were contiguous (row j at j * M)",
             "out.stride(0), out.stride(1)", "M, 1", "non_contiguous"),
-    Mistake("output_layout_guessed", "takes out as row-major unless it is contiguous, "
-            "then as column-major: right for those two layouts, not for a slice of a wider "
-            "matrix",
+    Mistake("output_layout_guessed", "takes out as row-major when it is contiguous and "
+            "as column-major otherwise: right for those two layouts, not for a slice of a "
+            "wider matrix",
             "out.stride(0), out.stride(1)",
             "*((M, 1) if out.is_contiguous() else (1, N))", "out_padded_rows"),
     Mistake("grid_rounded_down", "the grid M // BLOCK_M drops the last row tile",
