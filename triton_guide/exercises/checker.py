@@ -726,6 +726,27 @@ def _largest_relative_error(actual: torch.Tensor, expected: torch.Tensor,
     return float(((got - want).abs() / want.abs()).max())
 
 
+def _grid_below(case: Case, launches: list[Launch], grid_dims: int) -> CaseResult | None:
+    """The failure, if a launch's grid has fewer than ``grid_dims`` dimensions, or (on an
+    output too wide for one block of columns) a second dimension of 1."""
+    asked = (f"the exercise asks for a {grid_dims}-D grid of tiles: tl.program_id(0) "
+             "numbers a tile's rows and tl.program_id(1) its columns, so that no program "
+             "finds its tile by dividing one id")
+    columns = case.arguments[case.output_name].shape[-1]
+    for launch in launches:
+        if launch.grid is None:
+            continue
+        if len(launch.grid) < grid_dims:
+            return CaseResult(case, False, f"launched a {len(launch.grid)}-D grid", [
+                f"{launch.kernel} was launched on the grid {launch.grid}; {asked}."])
+        if columns > WIDE_OUTPUT_COLUMNS and launch.grid[1] == 1:
+            return CaseResult(case, False, "launched one column of tiles", [
+                f"{launch.kernel} was launched on the grid {launch.grid}, one program along "
+                f"the second axis for {columns} columns, more than any block of columns "
+                f"holds; {asked}."])
+    return None
+
+
 def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
                        grid_dims: int | None = None) -> CaseResult | None:
     """The failure, if a right output came about in a way the exercise rules out;
@@ -734,21 +755,10 @@ def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
         return CaseResult(case, False, "launched no Triton kernel", [
             f"solve computed {case.output_name} without launching a Triton kernel: the "
             "exercise is to write the kernel that computes it."])
-    for launch in watch.launches:
-        if grid_dims is None or launch.grid is None:
-            continue
-        asked = (f"the exercise asks for a {grid_dims}-D grid of tiles: tl.program_id(0) "
-                 "numbers a tile's rows and tl.program_id(1) its columns, so that no program "
-                 "finds its tile by dividing one id")
-        if len(launch.grid) < grid_dims:
-            return CaseResult(case, False, f"launched a {len(launch.grid)}-D grid", [
-                f"{launch.kernel} was launched on the grid {launch.grid}; {asked}."])
-        columns = case.arguments[case.output_name].shape[-1]
-        if columns > WIDE_OUTPUT_COLUMNS and launch.grid[1] == 1:
-            return CaseResult(case, False, "launched one column of tiles", [
-                f"{launch.kernel} was launched on the grid {launch.grid}, one program along "
-                f"the second axis for {columns} columns, more than any block of columns "
-                f"holds; {asked}."])
+    if grid_dims is not None:
+        flat = _grid_below(case, watch.launches, grid_dims)
+        if flat is not None:
+            return flat
     floats = {name: value for name, value in case.inputs().items() if isinstance(value, float)}
     # The sizes (n, M, N, K): a kernel parameter of the same name that is a tl.constexpr
     # makes every new size a new compilation.
