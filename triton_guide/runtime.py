@@ -49,9 +49,12 @@ def interpreting() -> bool:
     return _INTERPRETING
 
 
+_DEVICE = torch.device("cpu") if _INTERPRETING else torch.device("cuda")
+
+
 def device() -> torch.device:
     """The device that kernel inputs must live on in the current mode."""
-    return torch.device("cpu") if _INTERPRETING else torch.device("cuda")
+    return _DEVICE
 
 
 def pick(*, interpreter: T, gpu: T) -> T:

@@ -75,13 +75,14 @@ def check_tensor(
             f"pass {name}.to_dense()"
         )
     expected_device = device()
-    if value.device.type == "meta":
+    device_type = value.device.type
+    if device_type == "meta":
         raise ValueError(
             f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
             f"read it; create it with data on {expected_device.type} instead "
             f"(for example torch.randn(..., device='{expected_device.type}'))"
         )
-    if value.device.type != expected_device.type:
+    if device_type != expected_device.type:
         mode = "the Triton interpreter" if interpreting() else "the GPU"
         raise ValueError(
             f"{name} is on {value.device}, but kernels run on {mode} here: "
