@@ -131,6 +131,34 @@ def test_compile_kernels_passes_multiples_of_16_to_the_compiler():
         compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, constexprs, "num_elements")])
 
 
+
+@triton.jit
+def pipelined_dot_kernel(a_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    total = tl.zeros([BLOCK, BLOCK], tl.float32)
+    for step in range(0, 8):
+        total = tl.dot(tl.load(a_ptr + offsets + step), tl.load(a_ptr + offsets + 7 * step),
+                       total)
+    tl.store(out_ptr + offsets, total)
+
+
+def test_compile_kernels_takes_launch_options_and_reports_shared_memory():
+    signature = {"a_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
+    constexprs = {"BLOCK": 64}
+    two, four, six_warps = compile_kernels([
+        (pipelined_dot_kernel, signature, constexprs, [], {"num_stages": 2}),
+        (pipelined_dot_kernel, signature, constexprs, [], {"num_stages": 4, "num_warps": 8}),
+        (vector_add_kernel, VECTOR_ADD_SIGNATURE, {"BLOCK_SIZE": 256, "INT64_OFFSETS": False},
+         [], {"num_warps": 6}),
+    ])
+    # Each stage more holds another pair of the loop's 64 x 64 float32 tiles (32 KiB) in
+    # shared memory.
+    assert two.error_type is None and four.error_type is None, (two.message, four.message)
+    assert four.shared - two.shared >= 2 * 32768, (two.shared, four.shared)
+    assert six_warps.error_type is not None and "power of 2" in six_warps.message
+    with pytest.raises(ValueError, match=r"launch options \['warps'\] are not among"):
+        compile_kernels([(vector_add_kernel, VECTOR_ADD_SIGNATURE, {}, [], {"warps": 4})])
+
 HELPED_KERNEL = """
 import triton
 import triton.language as tl

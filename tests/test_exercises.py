@@ -9,12 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from triton_guide import runtime
 from triton_guide.exercises import NAMES, check, check_file, check_mistake, checker, get
 from triton_guide.exercises.__main__ import FAILED, PASSED, USAGE, main
+from triton_guide.exercises.watch import to_tf32
 
 ROOT = Path(__file__).resolve().parents[1]
 MISTAKES = [
@@ -283,6 +287,39 @@ def test_a_dot_on_tiles_too_small_for_the_gpu_fails(tmp_path, seed):
         assert "smallest tile, named in the message above" in said
 
 
+
+def test_tiles_past_the_gpus_shared_memory_fail(tmp_path, seed):
+    # 128 x 64 and 64 x 128 float32 tiles are 64 KiB a stage; four stages need more
+    # shared memory than an H100 has. The interpreter has no such limit.
+    report = check_edited_solution("tiled_matmul", [
+        ("BLOCK_M = 32\n", "BLOCK_M = 128\n"), ("BLOCK_N = 32\n", "BLOCK_N = 128\n"),
+        ("BLOCK_K = 32\n", "BLOCK_K = 64\n"),
+        ("BLOCK_K=BLOCK_K)", "BLOCK_K=BLOCK_K, num_stages=4)")], tmp_path, seed)
+    assert not report.passed, report.text()
+    said = _said_about(report, "n=1")
+    if runtime.interpreting():
+        assert said.startswith("matmul_kernel compiles but cannot launch on a GPU"), said
+        assert "KiB of shared memory a program, with num_stages=4" in said
+    else:
+        assert "out of resource" in said.lower(), said
+
+
+def test_more_warps_than_a_gpu_runs_fail(tmp_path, seed):
+    report = check_edited_solution("scaled_add", [
+        ("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=64)")], tmp_path, seed)
+    assert not report.passed, report.text()
+    if runtime.interpreting():
+        said = _said_about(report, "n=1")
+        assert "num_warps=64 is 2048 threads a program" in said, said
+
+
+@pytest.mark.skipif(not runtime.interpreting(), reason="the check of the compiled kernel")
+def test_a_number_of_warps_not_a_power_of_two_fails(tmp_path, seed):
+    report = check_edited_solution("scaled_add", [
+        ("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=6)")], tmp_path, seed)
+    said = _said_about(report, "n=1")
+    assert "num_warps must be a power of 2" in said and "1, 2, 4, 8, 16 or 32" in said, said
+
 @pytest.mark.skipif(not runtime.interpreting(), reason="a GPU compiles every launch itself")
 def test_a_kernel_that_cannot_be_compiled_here_is_noted_not_failed(tmp_path, seed):
     # The file turns the interpreter on before its kernel is defined: imported again to
@@ -491,4 +528,47 @@ def test_a_load_add_store_under_a_lock_is_no_race(tmp_path):
     path = tmp_path / "locked.py"
     path.write_text(SPIN_LOCK)
     report = check_file(get("atomic_sum"), path, seed=0)
+    assert report.passed, report.text()
+
+
+def test_to_tf32_keeps_10_fraction_bits_rounding_ties_away_from_zero():
+    step = 2.0 ** -10  # tf32's spacing between 1 and 2
+    values = np.array([1.0, 1 + step / 2, 1 + step / 4, 1 + 3 * step / 4, -(1 + step / 2),
+                       1 + step + step / 2, 2.0 ** 100 * (1 + step / 2), np.inf, -np.inf],
+                      np.float32)
+    expected = np.array([1.0, 1 + step, 1.0, 1 + step, -(1 + step), 1 + 2 * step,
+                         2.0 ** 100 * (1 + step), np.inf, -np.inf], np.float32)
+    rounded = to_tf32(values)
+    assert rounded.dtype == np.float32
+    assert np.array_equal(rounded, expected), rounded - expected
+    assert np.isnan(to_tf32(np.array([np.nan], np.float32))).all()
+
+
+@triton.jit
+def _dot_with_identity_kernel(a_ptr, eye_ptr, out_ptr, SIZE: tl.constexpr):
+    offsets = tl.arange(0, SIZE)[:, None] * SIZE + tl.arange(0, SIZE)[None, :]
+    product = tl.dot(tl.load(a_ptr + offsets), tl.load(eye_ptr + offsets))
+    tl.store(out_ptr + offsets, product)
+
+
+@pytest.mark.skipif(runtime.interpreting(), reason="the GPU's own rounding is the reference")
+def test_to_tf32_is_what_a_gpus_float32_dot_does():
+    # a @ I on the tensor cores: each element is one operand of a times 1, plus zeros, so
+    # the product is exactly what the hardware made of a's element.
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 64, generator=generator)
+    a[0, :8] = torch.tensor([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -(1 + 2.0 ** -11),
+                             1 + 2.0 ** -12, 1 + 2.0 ** -11 + 2.0 ** -20, 1.0, 0.5, -2.0])
+    out = torch.empty(64, 64, device="cuda")
+    _dot_with_identity_kernel[(1,)](a.cuda(), torch.eye(64, device="cuda"), out, SIZE=64)
+    expected = torch.from_numpy(to_tf32(a.numpy()))
+    assert torch.equal(out.cpu(), expected), (out.cpu() - expected).abs().max()
+
+
+def test_float32_dot_is_rounded_to_tf32_unless_the_exercise_asks_for_dot(seed):
+    matvec, tiled = get("matvec"), get("tiled_matmul")
+    assert not matvec.exact_dot and tiled.exact_dot
+    # The tiled_matmul solution passes at float32's tolerance in the interpreter, so its
+    # tl.dot stays exact there; matvec's tf32_dot mistake is caught by the rounding.
+    report = check_file(tiled, tiled.solution_path, seed=seed, only="non_power_of_two")
     assert report.passed, report.text()

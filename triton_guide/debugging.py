@@ -30,6 +30,8 @@ from .validation import check_contiguous, check_tensor
 # The target that compile_kernels compiles for: an H100 (compute capability 9.0, 32 lanes per
 # warp), whether or not one is present.
 COMPILE_TARGET = ("cuda", 90, 32)
+# The launch options a compile job may set, as ``kernel[grid](..., num_warps=8)`` would.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def checked_sqrt_reference(x: torch.Tensor) -> torch.Tensor:
@@ -204,6 +206,7 @@ class Compiled:
     message: str  # the exception's message, or "" when it compiled
     printed: str  # what the compilation printed (tl.static_print)
     ptx: str  # the PTX produced, "" on an error
+    shared: int = 0  # bytes of shared memory one program needs, 0 on an error
     # The MLIR errors the compiler wrote to standard error, one per line, without the
     # file and position; they say more than a message such as "error encountered
     # during parsing".
@@ -234,10 +237,10 @@ class NotCompiledHere(Exception):  # the kernel was not there to compile: no fau
     pass
 jobs = json.loads(sys.stdin.read())
 modules = {}
-for index, (source_path, name, signature, constexprs, multiples_of_16) in enumerate(jobs):
+for index, (source_path, name, signature, constexprs, multiples_of_16, options) in enumerate(jobs):
     print(f"COMPILING {index}", file=sys.stderr, flush=True)  # splits standard error
     printed = io.StringIO()
-    result = {"error_type": None, "message": "", "ptx": ""}
+    result = {"error_type": None, "message": "", "ptx": "", "shared": 0}
     try:
         if source_path not in modules:
             spec = importlib.util.spec_from_file_location(f"kernels_{index}", source_path)
@@ -261,8 +264,9 @@ for index, (source_path, name, signature, constexprs, multiples_of_16) in enumer
         with contextlib.redirect_stdout(printed):
             compiled = triton.compile(
                 ASTSource(kernel, signature, constexprs, attrs),
-                target=GPUTarget(*TARGET), options={"enable_fp_fusion": True})
+                target=GPUTarget(*TARGET), options={"enable_fp_fusion": True, **options})
         result["ptx"] = compiled.asm["ptx"]
+        result["shared"] = compiled.metadata.shared
     except Exception as error:
         result["error_type"] = type(error).__name__
         result["message"] = str(error)
@@ -280,7 +284,9 @@ def compile_kernels(
     ``"constexpr"`` for the names given values in ``constexprs``). A job may add a fourth
     item, the names of the arguments to compile as multiples of 16, as a launch does for a
     pointer aligned to 16 bytes or an integer that divides by 16 (by default, none: the
-    compiler then assumes nothing about alignment). No GPU is needed:
+    compiler then assumes nothing about alignment), and a fifth, the launch options
+    (:data:`LAUNCH_OPTIONS`, such as ``{"num_warps": 8, "num_stages": 3}``; by default
+    Triton's). No GPU is needed:
     Triton's wheel ships the CUDA assembler, so a correct kernel compiles down to a cubin
     anywhere. The compiler runs in a fresh process, without the cache (so every
     ``tl.static_print`` shows), and away from the interpreter, whose patches of
@@ -294,9 +300,14 @@ def compile_kernels(
     """
     with tempfile.TemporaryDirectory() as folder:
         specs = []
-        for index, (kernel, signature, constexprs, *multiples_of_16) in enumerate(jobs):
+        for index, (kernel, signature, constexprs, *extra) in enumerate(jobs):
             function = _python_function(kernel)
-            multiples_of_16 = multiples_of_16[0] if multiples_of_16 else []
+            multiples_of_16 = extra[0] if extra else []
+            options = dict(extra[1]) if len(extra) > 1 else {}
+            unknown_options = set(options) - set(LAUNCH_OPTIONS)
+            if unknown_options:
+                raise ValueError(f"launch options {sorted(unknown_options)} are not among "
+                                 f"{', '.join(LAUNCH_OPTIONS)}")
             if isinstance(multiples_of_16, str):
                 raise TypeError(f"multiples of 16: a list of argument names, not the "
                                 f"string {multiples_of_16!r}")
@@ -310,7 +321,8 @@ def compile_kernels(
                 path = Path(folder) / f"kernel_{index}.py"
                 path.write_text("import triton\nimport triton.language as tl\n\n\n"
                                 + textwrap.dedent(inspect.getsource(function)))
-            specs.append((str(path), function.__name__, signature, constexprs, multiples_of_16))
+            specs.append((str(path), function.__name__, signature, constexprs, multiples_of_16,
+                          options))
         script = f"TARGET = {COMPILE_TARGET!r}\n" + _COMPILE_SCRIPT
         finished = subprocess.run(
             [sys.executable, "-c", script], input=json.dumps(specs), text=True,

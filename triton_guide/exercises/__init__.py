@@ -78,6 +78,13 @@ class Exercise:
         return getattr(self.module, "GRID_DIMS", None)
 
     @property
+    def exact_dot(self) -> bool:
+        """Whether the interpreter multiplies float32 ``tl.dot`` operands exactly (the
+        statement asks for ``tl.dot`` and says so) instead of rounding them to tf32 first,
+        as a GPU does."""
+        return getattr(self.module, "EXACT_DOT", False)
+
+    @property
     def read_once(self) -> tuple[str, ...]:
         """The inputs whose elements a kernel may read only once (checked in the interpreter)."""
         return tuple(getattr(self.module, "READ_ONCE", ()))

@@ -23,9 +23,11 @@ touches in the same launch is reported as a race, and a copy of an input
 (``x.contiguous()``) is noticed because the kernels never read the input itself. The
 interpreter runs a kernel's Python without compiling it, so it accepts kernels a GPU's
 compiler refuses; each case that passes also compiles, for an H100, the kernels of
-``solve``'s file as that case launched them (each distinct launch once per check, in a
-separate process: :func:`triton_guide.debugging.compile_kernels`), and fails if one does
-not compile.
+``solve``'s file as that case launched them, launch options included (each distinct launch
+once per check, in a separate process: :func:`triton_guide.debugging.compile_kernels`),
+and fails if one does not compile or needs more shared memory or warps a program than an
+H100 has. The interpreter also rounds the float32 operands of ``tl.dot`` to tf32, as a
+GPU's tensor cores do, unless the exercise asks for ``tl.dot`` (``EXACT_DOT``).
 
 On a GPU the checker sees only what lands in memory: a store past the end shows in the
 output's margins, and an unmasked load past an input's end reads its margin, filled first
@@ -339,12 +341,13 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
         if launch.compile_as is None or _source_file(launch.jitted.fn) != source:
             continue
         signature, constexprs = launch.compile_as
-        key = (launch.kernel, tuple(signature.items()), tuple(sorted(constexprs.items())))
+        key = (launch.kernel, tuple(signature.items()), tuple(sorted(constexprs.items())),
+               tuple(sorted(launch.options.items())))
         launched.setdefault(key, launch)
     new = [key for key in launched if key not in compiled]
     if new:
-        results = compile_kernels([(launched[key].jitted, *launched[key].compile_as)
-                                   for key in new], whole_file=True)
+        results = compile_kernels([(launched[key].jitted, *launched[key].compile_as, [],
+                                    launched[key].options) for key in new], whole_file=True)
         compiled.update(zip(new, results))
     for key, launch in launched.items():
         result = compiled[key]
@@ -355,7 +358,39 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
                 "interpreter runs a kernel's Python without compiling it, so it lets through "
                 "what the GPU's compiler refuses; every launch on a GPU compiles first.",
                 *_compiler_message(result), *_compile_hints(result)])
+        too_large = _over_the_gpus_limits(launch, result)
+        if too_large:
+            return CaseResult(case, False, f"{launch.kernel} compiles but cannot launch on "
+                              "a GPU", [
+                f"Compiled for an H100 as this case launched it, {launch.kernel} asks for "
+                "more than one program may have there, and the launch would fail (CUDA: "
+                "out of resources). The interpreter has no such limits.", *too_large])
     return None
+
+
+# What one program may use on an H100: shared memory (227 KiB, the most a block may opt
+# into on compute capability 9.0) and threads (1024, so 32 warps of 32).
+GPU_SHARED_MEMORY = 227 * 1024
+GPU_MAX_WARPS = 32
+
+
+def _over_the_gpus_limits(launch: Launch, result: Compiled) -> list[str]:
+    """What about a compiled launch exceeds an H100's limits for one program, one line
+    per limit; empty when it fits."""
+    over = []
+    warps = launch.options.get("num_warps", 4)
+    if warps > GPU_MAX_WARPS:
+        over.append(f"num_warps={warps} is {warps * 32} threads a program; a GPU runs at "
+                    f"most {GPU_MAX_WARPS * 32} (num_warps={GPU_MAX_WARPS}). 4 or 8 warps "
+                    "suit most kernels.")
+    if result.found and result.shared > GPU_SHARED_MEMORY:
+        stages = launch.options.get("num_stages")
+        given = f"num_stages={stages}" if stages is not None else "Triton's default num_stages"
+        over.append(f"It needs {result.shared / 1024:.0f} KiB of shared memory a program, "
+                    f"with {given}; an H100 has {GPU_SHARED_MEMORY // 1024} KiB. Each "
+                    "pipeline stage keeps another copy of the tiles a loop loads for tl.dot: "
+                    "lower num_stages, or make those tiles smaller.")
+    return over
 
 
 def _compiler_message(result: Compiled, lines: int = 12) -> list[str]:
@@ -375,6 +410,8 @@ def _compile_hints(result: Compiled) -> list[str]:
                      "hold. tl.dot returns float32, so an accumulator that adds tl.dot's "
                      "results starts as tl.zeros(..., dtype=tl.float32); convert it when "
                      "storing (tl.store converts to the output's type).")
+    if "num_warps must be a power of 2" in text:
+        hints.append("Give num_warps a power of two: 1, 2, 4, 8, 16 or 32 (4 by default).")
     if "Input shapes should have" in text:
         hints.append("tl.dot on a GPU has a smallest tile, named in the message above: make "
                      "the blocks that feed tl.dot at least that large (16 on every side is "
@@ -526,7 +563,8 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                for name, p in placed.items()]
 
     returned, error = None, None
-    with Watch(regions, memory=WATCH_MEMORY, undefined=undefined) as watch:
+    with Watch(regions, memory=WATCH_MEMORY, undefined=undefined,
+               tf32=not exercise.exact_dot) as watch:
         try:
             with warnings.catch_warnings():
                 # The interpreter computes with numpy, which warns on overflow (a wrong
@@ -586,7 +624,7 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
     # Whether a kernel stored into the output at all, where the checker can see it.
     stored = next(r.written for r in regions if r.name == output_name) if WATCH_MEMORY else None
     wrong = _compare(exercise, case, placed[output_name].view, returned, stored,
-                     watch.undefined_read)
+                     watch.undefined_read, watch.tf32_dots)
     if wrong is not None:
         return wrong
     broken = _broken_constraint(case, watch, regions, exercise.grid_dims)
@@ -597,11 +635,13 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
 
 
 def _compare(exercise, case: Case, output: torch.Tensor, returned,
-             stored: bool | None, undefined_read: bool = False) -> CaseResult | None:
+             stored: bool | None, undefined_read: bool = False,
+             tf32_dots: int = 0) -> CaseResult | None:
     """The failure, if ``output`` differs from the reference; ``None`` if it matches.
 
     ``stored`` says whether a kernel stored into ``output`` (``None``: not known);
-    ``undefined_read``, whether a load without ``other=`` had masked-off lanes.
+    ``undefined_read``, whether a load without ``other=`` had masked-off lanes;
+    ``tf32_dots``, how many ``tl.dot`` calls had float32 operands rounded to tf32.
     """
     output_name = case.output_name
     reference_inputs = {k: v.double() if isinstance(v, torch.Tensor) else v
@@ -688,15 +728,23 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                            "stride?), from masked-off lanes loaded without other=, or by "
                            "the arithmetic itself (inf - inf, 0 / 0)?")
     close = _largest_relative_error(actual, expected, bad)
-    if close is not None and ROUNDING_16_BIT[0] <= close <= ROUNDING_16_BIT[1]:
+    if tf32_dots:
+        details.append("tl.dot with float32 operands: on a GPU the tensor cores read them as "
+                       "tf32, which keeps 10 of float32's 23 fraction bits (a relative "
+                       "rounding of up to 4.9e-4 per operand), and the checker rounds them "
+                       "so here too. This exercise asks for float32 accuracy: multiply "
+                       "and add with * and tl.sum, or pass input_precision=\"ieee\" to "
+                       "tl.dot (slower on a GPU).")
+    elif close is not None and ROUNDING_16_BIT[0] <= close <= ROUNDING_16_BIT[1]:
         details.append(f"Every wrong element is a number within {close:.1e} of the expected "
                        "one (relatively): about the rounding of a 16-bit float (float16 keeps "
                        "11 significant bits and rounds to within 4.9e-4, bfloat16 keeps 8 and "
                        "rounds to within 3.9e-3, float32 to within 6e-8). Does the kernel "
                        "compute in a 16-bit type: a .to(tl.float16) on a loaded value, a "
                        "tl.zeros(..., dtype=tl.float16) accumulator, a cast before the "
-                       "store? Keep every value float32 up to the store (tl.store converts "
-                       "to the output's type by itself).")
+                       "store, a tl.dot on float32 operands (a GPU rounds them to tf32, 11 "
+                       "significant bits like float16)? Keep every value float32 up to the "
+                       "store (tl.store converts to the output's type by itself).")
     zeros = bad & (actual == 0) & ~unwritten
     if bool(zeros.any()) and bool((zeros == bad).all()):
         details.append("Every wrong element is exactly 0, a value a program or solve wrote, "

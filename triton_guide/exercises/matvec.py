@@ -81,6 +81,11 @@ MISTAKES = [
             "mask=row_mask[:, None] & k_mask[None, :], other=0.0",
             "mask=k_mask[None, :], other=0.0", "n=1", reported="past the end of a",
             needs_interpreter=True),
+    Mistake("tf32_dot", "the tile times x through tl.dot (x repeated into 16 columns): a "
+            "GPU rounds float32 operands of tl.dot to tf32, far from float32's accuracy",
+            "tl.sum(tile * x[None, :], axis=1)",
+            "tl.max(tl.dot(tile, tl.broadcast_to(x[:, None], (BLOCK_K, 16))), axis=1)",
+            "non_power_of_two", reported="tf32"),
     Mistake("x_as_a_column", "x is broadcast as a column, (BLOCK_K, 1), against a tile of "
             "(BLOCK_M, BLOCK_K): the shapes do not combine, and the report names the line",
             "tile * x[None, :]", "tile * x[:, None]", "n=1",

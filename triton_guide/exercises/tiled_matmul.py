@@ -29,6 +29,9 @@ from .checker import Case, Mistake, Output, randn, size_between, strided
 
 # The statement asks for a 2-D grid of tiles (checked on every launch).
 GRID_DIMS = 2
+# In the interpreter tl.dot multiplies float32 exactly, as the statement says, so that the
+# tolerance there stays float32's and catches small mistakes; a GPU rounds to tf32.
+EXACT_DOT = True
 SUMMARY = "c = a @ b: a 2-D grid of tiles, a loop over K, tl.dot, ragged edges"
 
 

@@ -27,6 +27,10 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
   the same elements (an overlapping last block, say) is not a race;
 * the programs of a launch run in reverse order: a GPU promises no order, and a kernel that
   relies on program 0 running first (to zero an output, say) then fails;
+* ``tl.dot`` on float32 operands, which a GPU's tensor cores read as tf32 (10 of float32's
+  23 fraction bits) unless ``input_precision="ieee"`` is asked for, gets its operands
+  rounded to tf32 here too (the interpreter would multiply them exactly), except where the
+  exercise's statement asks for ``tl.dot`` and says the interpreter is exact;
 * reads of chosen tensors are counted per element, for exercises that allow one pass;
 * the bits a kernel last stored into each element are kept, so that the checker can tell
   an output that ``solve`` changed with PyTorch after the launch.
@@ -39,10 +43,12 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from ..debugging import LAUNCH_OPTIONS
 
 # The NaN that the masked-off lanes of a float32 load without ``other=`` read: a payload of
 # its own, so that a result computed from it can sometimes be told apart (numpy keeps the
@@ -139,6 +145,20 @@ class Region:
                         "between the elements of": words.size - before - after})
 
 
+# The float32 fraction bits that tf32 drops (it keeps the top 10 of 23).
+TF32_DROPPED_BITS = 13
+
+
+def to_tf32(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` rounded to tf32, to nearest with ties away from zero (PTX's
+    ``cvt.rna.tf32.f32``), still stored as float32. Infinities and NaN stay as they are."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
+    half = np.uint32(1 << (TF32_DROPPED_BITS - 1))
+    keep = np.uint32(~((1 << TF32_DROPPED_BITS) - 1) & 0xFFFFFFFF)
+    rounded = ((bits + half) & keep).view(np.float32)
+    return np.where(np.isfinite(values), rounded, values).astype(np.float32)
+
+
 def _bits(values: np.ndarray) -> np.ndarray:
     """The bits of ``values`` as float64, one int64 per value: equal exactly when the
     values are (NaN payloads and the sign of zero included)."""
@@ -155,6 +175,9 @@ class Launch:
     # checker knows how to name.
     compile_as: tuple[dict[str, str], dict[str, object]] | None = None
     grid: tuple[int, ...] | None = None  # the grid, a callable's evaluated; None if unknown
+    # The launch options given (num_warps, num_stages, ...: debugging.LAUNCH_OPTIONS), by
+    # the call or by an autotuner's configuration; Triton's defaults for the others.
+    options: dict[str, int] = field(default_factory=dict)
 
 
 # Triton's name for the element type behind a pointer to a tensor of each dtype.
@@ -222,9 +245,12 @@ class Watch:
     kernel is allowed as a whole, and not watched further.
     """
 
-    def __init__(self, regions: list[Region], *, memory: bool, undefined: float | None = None):
+    def __init__(self, regions: list[Region], *, memory: bool, undefined: float | None = None,
+                 tf32: bool = True):
         self.regions = regions
         self.memory = memory
+        self.tf32 = tf32  # round float32 tl.dot operands to tf32 (interpreter only)
+        self.tf32_dots = 0  # how many tl.dot calls had their operands rounded so
         # What the masked-off lanes of a float load without other= read: None for the NaN
         # of UNDEFINED_BITS, else this value.
         self.undefined = undefined
@@ -272,6 +298,8 @@ class Watch:
             self._wrap(builder, "create_atomic_rmw", self._atomic_rmw)
             self._wrap(builder, "create_atomic_cas", self._atomic_cas)
             self._wrap(builder, "set_grid_idx", self._reversed_grid_idx)
+            if self.tf32:
+                self._wrap(builder, "create_dot", self._dot)
         return self
 
     def __exit__(self, *exc_info):
@@ -309,7 +337,9 @@ class Watch:
             self.launches.append(Launch(
                 fn.__name__, {name: value for name, value in arguments.items() if name in names},
                 jitted=function, compile_as=_compile_as(fn, arguments, names),
-                grid=_grid_shape(grid, {**arguments, **kwargs})))
+                grid=_grid_shape(grid, {**arguments, **kwargs}),
+                options={name: kwargs[name] for name in LAUNCH_OPTIONS
+                         if kwargs.get(name) is not None}))
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
@@ -405,6 +435,16 @@ class Watch:
 
         lanes = self._check(ptr.data, mask.data, "wrote")
         return original(op, ptr, val, TensorHandle(lanes, mask.dtype), sem, scope)
+
+    def _dot(self, original, a, b, accumulator, input_precision, *options):
+        from triton.runtime.interpreter import TensorHandle
+
+        if (getattr(input_precision, "name", "") == "TF32" and a.data.dtype == np.float32
+                and b.data.dtype == np.float32):
+            self.tf32_dots += 1
+            a = TensorHandle(to_tf32(a.data), a.dtype)
+            b = TensorHandle(to_tf32(b.data), b.dtype)
+        return original(a, b, accumulator, input_precision, *options)
 
     def _atomic_cas(self, original, ptr, cmp, val, sem, scope):
         self.compare_and_swap = True
