@@ -362,9 +362,10 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
         if too_large:
             return CaseResult(case, False, f"{launch.kernel} compiles but cannot launch on "
                               "a GPU", [
-                f"Compiled for an H100 as this case launched it, {launch.kernel} asks for "
-                "more than one program may have there, and the launch would fail (CUDA: "
-                "out of resources). The interpreter has no such limits.", *too_large])
+                f"Compiled for an H100 with this case's argument types and launch options, "
+                f"{launch.kernel} asks for more than one program may have there, and a "
+                "launch would fail (out of resources). The interpreter has no such limits.",
+                *too_large])
     return None
 
 
@@ -730,9 +731,8 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
     close = _largest_relative_error(actual, expected, bad)
     if tf32_dots:
         details.append("tl.dot with float32 operands: on a GPU the tensor cores read them as "
-                       "tf32, which keeps 10 of float32's 23 fraction bits (a relative "
-                       "rounding of up to 4.9e-4 per operand), and the checker rounds them "
-                       "so here too. This exercise asks for float32 accuracy: multiply "
+                       "tf32, keeping 10 of float32's 23 fraction bits (a relative error of "
+                       "up to 9.8e-4 per operand), and the checker cuts them so here too. This exercise asks for float32 accuracy: multiply "
                        "and add with * and tl.sum, or pass input_precision=\"ieee\" to "
                        "tl.dot (slower on a GPU).")
     elif close is not None and ROUNDING_16_BIT[0] <= close <= ROUNDING_16_BIT[1]:

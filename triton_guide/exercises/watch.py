@@ -29,7 +29,7 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
   relies on program 0 running first (to zero an output, say) then fails;
 * ``tl.dot`` on float32 operands, which a GPU's tensor cores read as tf32 (10 of float32's
   23 fraction bits) unless ``input_precision="ieee"`` is asked for, gets its operands
-  rounded to tf32 here too (the interpreter would multiply them exactly), except where the
+  cut to tf32 here too (the interpreter would multiply them exactly), except where the
   exercise's statement asks for ``tl.dot`` and says the interpreter is exact;
 * reads of chosen tensors are counted per element, for exercises that allow one pass;
 * the bits a kernel last stored into each element are kept, so that the checker can tell
@@ -150,13 +150,13 @@ TF32_DROPPED_BITS = 13
 
 
 def to_tf32(values: np.ndarray) -> np.ndarray:
-    """float32 ``values`` rounded to tf32, to nearest with ties away from zero (PTX's
-    ``cvt.rna.tf32.f32``), still stored as float32. Infinities and NaN stay as they are."""
+    """float32 ``values`` cut to tf32 as an H100's tensor cores read them in ``tl.dot``:
+    the low 13 fraction bits dropped, so rounded toward zero (measured: 1 + 2**-11 comes
+    out 1.0, -(1 + 2**-11) -1.0; ``tests/test_exercises.py``). Still float32."""
     bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
-    half = np.uint32(1 << (TF32_DROPPED_BITS - 1))
     keep = np.uint32(~((1 << TF32_DROPPED_BITS) - 1) & 0xFFFFFFFF)
-    rounded = ((bits + half) & keep).view(np.float32)
-    return np.where(np.isfinite(values), rounded, values).astype(np.float32)
+    cut = (bits & keep).view(np.float32)
+    return np.where(np.isnan(values), values, cut).astype(np.float32)
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -249,8 +249,8 @@ class Watch:
                  tf32: bool = True):
         self.regions = regions
         self.memory = memory
-        self.tf32 = tf32  # round float32 tl.dot operands to tf32 (interpreter only)
-        self.tf32_dots = 0  # how many tl.dot calls had their operands rounded so
+        self.tf32 = tf32  # cut float32 tl.dot operands to tf32 (interpreter only)
+        self.tf32_dots = 0  # how many tl.dot calls had their operands cut so
         # What the masked-off lanes of a float load without other= read: None for the NaN
         # of UNDEFINED_BITS, else this value.
         self.undefined = undefined
