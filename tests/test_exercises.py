@@ -169,10 +169,29 @@ def test_an_output_computed_by_torch_fails(tmp_path, seed):
     report = check_edited_solution("relu", [
         ("    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)\n", "    pass\n"),
         (RELU_LAUNCH, RELU_LAUNCH + "    out.copy_(x.clamp(min=0))\n")], tmp_path, seed)
-    if runtime.interpreting():
-        assert _said_about(report, "n=1").startswith("no kernel stored into out"), report.text()
-    else:  # on a GPU the checker cannot see which kernel stored what
-        assert report.passed, report.text()
+    said = _said_about(report, "n=1")
+    assert said.startswith("computed from x with PyTorch (clamp)"), report.text()
+    assert "calls clamp on x at line 21 of your file" in said, said
+
+
+def test_a_kernel_fed_by_torch_work_on_an_input_fails(tmp_path, seed):
+    # The kernel adds a product that solve computed with torch: right values, and the
+    # kernel never reads x itself (seen in the interpreter); the call is seen on a GPU too.
+    report = check_edited_solution("scaled_add", [
+        ("scaled_add_kernel[grid](x, y, out, alpha, n,",
+         "scaled_add_kernel[grid](alpha * x, y, out, 1.0, n,")], tmp_path, seed)
+    said = _said_about(report, "n=1")
+    assert said.startswith("computed from x with PyTorch"), report.text()
+
+
+def test_pytorch_calls_on_inputs_that_only_read_metadata_pass(tmp_path, seed):
+    # Shapes, strides, views and allocations like an input are solve's to use.
+    report = check_edited_solution("row_sum", [(
+        "def solve(x: torch.Tensor, out: torch.Tensor, M: int, N: int):\n",
+        "def solve(x: torch.Tensor, out: torch.Tensor, M: int, N: int):\n    assert x.shape == (M, N) and x.dim() == 2 and "
+        "x.numel() == M * N\n    x.stride(0), x.T, x[:1], torch.empty_like(x), x.view(x.shape)"
+        " if x.is_contiguous() else None\n")], tmp_path, seed)
+    assert report.passed, report.text()
 
 
 def test_an_output_changed_by_torch_after_the_kernel_fails(tmp_path, seed):

@@ -9,8 +9,10 @@ with the reference computed in float64. The checker sets traps that a plain
 * every tensor sits inside a larger buffer with margins before and after it (and, for a
   strided view, gaps between its elements);
 * inputs are compared after the call, so a kernel that writes into its input is caught;
-* a ``solve`` that launches no Triton kernel, or passes a float argument or a size (``n``,
-  ``M``...) to one as a ``tl.constexpr``, fails even when its output is right.
+* a ``solve`` that launches no Triton kernel, passes a float argument or a size (``n``,
+  ``M``...) to one as a ``tl.constexpr``, or computes from an input with PyTorch
+  (``x.amax(dim=1)``, ``alpha * x``: anything but shapes, strides, views and allocations)
+  fails even when its output is right.
 
 In the Triton interpreter (no GPU) the checker also sees every address a kernel touches
 (:mod:`triton_guide.exercises.watch`): an access off the elements of the tensors, even one
@@ -57,7 +59,7 @@ import torch
 from .. import runtime
 from ..debugging import Compiled, compile_kernels
 from ..testing import mismatches
-from .watch import UNDEFINED_BITS, Launch, Region, Watch
+from .watch import UNDEFINED_BITS, Launch, Region, TorchCalls, Watch
 
 # Elements kept before and after every tensor handed to ``solve`` (at least the span of the
 # tensor itself): wide enough for a whole block of 4096 lanes to run past the end.
@@ -564,8 +566,10 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                for name, p in placed.items()]
 
     returned, error = None, None
+    inputs = [region for region in regions if region.name != output_name]
     with Watch(regions, memory=WATCH_MEMORY, undefined=undefined,
-               tf32=not exercise.exact_dot) as watch:
+               tf32=not exercise.exact_dot) as watch, \
+            TorchCalls(inputs, _source_file(solve)) as torch_calls:
         try:
             with warnings.catch_warnings():
                 # The interpreter computes with numpy, which warns on overflow (a wrong
@@ -628,7 +632,7 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                      watch.undefined_read, watch.tf32_dots)
     if wrong is not None:
         return wrong
-    broken = _broken_constraint(case, watch, regions, exercise.grid_dims)
+    broken = _broken_constraint(case, watch, regions, exercise.grid_dims, torch_calls.found)
     if broken is not None:
         return broken
     return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,
@@ -795,14 +799,34 @@ def _grid_below(case: Case, launches: list[Launch], grid_dims: int) -> CaseResul
     return None
 
 
+def _torch_work(case: Case, found: list[tuple[str, str, int]]) -> CaseResult | None:
+    """The failure, if solve computed something from an input with PyTorch (``found``:
+    ``(input, function, line)`` from :class:`TorchCalls`), whatever the kernel did with it."""
+    if not found:
+        return None
+    name, function, line = found[0]
+    more = f" (and {_count(len(found) - 1, 'more call')})" if len(found) > 1 else ""
+    return CaseResult(case, False, f"computed from {name} with PyTorch ({function})", [
+        f"solve calls {function} on {name} at line {line} of your file{more}: PyTorch, not "
+        "your kernel, does that part of the work. The exercise is to compute everything in "
+        "the kernel from the inputs as they are; solve only allocates, reads shapes and "
+        "strides, and launches. Each PyTorch step is also a whole pass over memory that the "
+        "kernel would not need."])
+
+
 def _broken_constraint(case: Case, watch: Watch, regions: list[Region],
-                       grid_dims: int | None = None) -> CaseResult | None:
+                       grid_dims: int | None = None,
+                       torch_calls: list[tuple[str, str, int]] = ()) -> CaseResult | None:
     """The failure, if a right output came about in a way the exercise rules out;
-    ``grid_dims``, the dimensions the statement asks every grid to have."""
+    ``grid_dims``, the dimensions the statement asks every grid to have; ``torch_calls``,
+    the PyTorch calls solve made on an input (:class:`TorchCalls`)."""
     if not watch.launches:
         return CaseResult(case, False, "launched no Triton kernel", [
             f"solve computed {case.output_name} without launching a Triton kernel: the "
             "exercise is to write the kernel that computes it."])
+    torch_work = _torch_work(case, list(torch_calls))
+    if torch_work is not None:
+        return torch_work
     if grid_dims is not None:
         flat = _grid_below(case, watch.launches, grid_dims)
         if flat is not None:

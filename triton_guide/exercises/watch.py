@@ -37,16 +37,22 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
 
 Launches are counted, and the arguments that reach a kernel as ``tl.constexpr`` noted, on a
 GPU too (through ``JITFunction.run``); the memory checks exist only in the interpreter.
+So, in both, are the PyTorch calls that ``solve``'s own file makes on an input
+(:class:`TorchCalls`): ``x.amax(dim=1)`` handed to the kernel is PyTorch doing the
+exercise's work.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..debugging import LAUNCH_OPTIONS
 
@@ -236,6 +242,56 @@ def _constexpr_names(fn) -> set[str]:
         if text.split(".")[-1] == "constexpr":
             names.add(name)
     return names
+
+
+# What solve may do with an input through PyTorch: read its shape, strides and other
+# metadata, take views of it, allocate tensors like it, or copy it (a copy the interpreter
+# notices, since no kernel then reads the input itself). Property getters (x.shape, x.T)
+# all arrive as __get__.
+METADATA_CALLS = frozenset({
+    "__get__", "size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
+    "storage_offset", "is_contiguous", "is_floating_point", "get_device", "untyped_storage",
+    "__len__", "__hash__", "__format__", "__repr__", "__str__",
+    "view", "reshape", "t", "transpose", "permute", "__getitem__", "unsqueeze", "squeeze",
+    "flatten", "as_strided", "expand", "narrow", "detach", "contiguous", "clone",
+    "empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros",
+    "new_ones", "new_full", "is_neg", "is_conj",
+})
+
+
+class TorchCalls(TorchFunctionMode):
+    """Notes each PyTorch call made from ``source_file`` (solve's file) on a tensor that
+    lies in one of ``inputs`` (the checker's buffers around the inputs), other than
+    :data:`METADATA_CALLS`: ``(input name, function name, line)`` in :attr:`found`."""
+
+    def __init__(self, inputs: list[Region], source_file: str | None):
+        super().__init__()
+        self.inputs = inputs
+        self.source_file = source_file
+        self.found: list[tuple[str, str, int]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if self.source_file is not None and name not in METADATA_CALLS:
+            caller = sys._getframe(1)
+            if os.path.realpath(caller.f_code.co_filename) == self.source_file:
+                touched = self._input_in(args, kwargs)
+                if touched is not None:
+                    self.found.append((touched, name, caller.f_lineno))
+        return func(*args, **kwargs)
+
+    def _input_in(self, args, kwargs) -> str | None:
+        for value in [*args, *kwargs.values()]:
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            for tensor in values:
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                start = tensor.untyped_storage().data_ptr()
+                for region in self.inputs:
+                    if region.start <= start < region.end:
+                        return region.name
+        return None
 
 
 class Watch:
