@@ -580,9 +580,11 @@ for run in ladder:
               f"{run['step 4 descriptors'][0] / run['step 3 autotuned'][0]:.2f}")
 
 # %%
-# At this one size, with B stored by rows, steps 3 and 4 are within a few percent of each
-# other either way (the last line per GPU); what descriptors buy shows elsewhere: where B is
-# stored by columns (next), and on ragged and small products (``benchmarks/report.py``).
+# At this one size, with B stored by rows, step 4's lead over step 3 is a few percent to
+# about ten, and not the same on every GPU or in every recording (the last line per GPU;
+# the spread between two timings of the same calls is measured below, under "How far
+# apart"). What descriptors buy shows more plainly where B is stored by columns (next), and
+# on ragged and small products (``benchmarks/report.py``).
 
 # %%
 # The same product with B stored by columns (``b.t()`` of a square matrix, the layout of
@@ -757,7 +759,7 @@ for run in host:
 # and side by side. This page times the 8192^3 float16 product two ways per GPU: the sweep
 # (GPU time, on inputs out of L2) and the steps ladder (each call as a program makes it,
 # with ``median_ms`` on the same inputs every call, which at this size hides the host).
-# The rates differ between the ways, but ours / cuBLAS within one way is what to compare:
+# The rates can differ between the ways, so ours / cuBLAS within one way is what to compare:
 
 for run in results:
     if ladder_n not in run.xs:
@@ -807,8 +809,9 @@ for step in ladder:
 #   need rows on 16-byte boundaries, and a copy into padded rows can pay for itself. Measure both
 #   kernels on the same inputs before choosing between them.
 # * Count the waves: a last wave of a few tiles idles most SMs. Smaller tiles for those
-#   rows, launched second, win it back where the wave is nearly empty, at the price of a
-#   second launch on the host.
+#   rows, launched second, can win it back where the wave is nearly empty, at the price of
+#   a second launch on the host; how much, against the spread between two timings of the
+#   same code, is printed under "The last wave".
 # * Below a few thousand rows, called from Python, the host's time per call, not the
 #   kernel, decides how ``matmul`` compares with cuBLAS.
 #

@@ -501,14 +501,16 @@ for run in ladder:
     gbps = copy_roofs[run.gpu].value
     cap = tflop_per_s(ladder_flops, every_read / (gbps * 1e9) * 1e3)
     measured = run["step 3 one pass"][0]
-    verdict = ("faster than memory alone allows" if measured > cap else
+    verdict = (f"faster than memory alone allows: at least {1 - cap / measured:.0%} of "
+               "the reads came from L2" if measured > cap else
                "within what memory alone allows")
     print(f"{run.gpu}: {every_read / 1e9:.1f} GB at {gbps:.0f} GB/s allow at most {cap:.0f} "
           f"TFLOP/s; step 3 measured {measured:.0f}, {verdict}")
 
 # %%
 # Where step 3 runs faster than memory alone allows, part of its reads of K and V came
-# from the L2 cache: at least the share by which the measured rate passes the cap. That is
+# from the L2 cache. In the time it took, HBM could deliver only ``cap / measured`` of the
+# bytes, so at least ``1 - cap / measured`` of them came from L2 (printed above). That is
 # a lower bound; how much more came from L2 is not measured here. Step 2 to step 3 removes the first pass over the keys, a third of the matrix
 # products (step 2 computes ``Q K^T`` twice), and with it work that is not a matrix
 # product: a second read of the keys, a second exponential of every score, and a division
@@ -526,7 +528,9 @@ for run in ladder:
 # backward pass: the forward's two matrix products against the backward's five (our
 # backward kernels compute two of those twice, once for dK and dV and once for dQ, and that
 # extra work is not counted). The ceiling is cuBLAS on one large (8192^3) float16 product, measured
-# in the same run: attention is at best as fast as a plain matrix product.
+# in the same run: attention is at best as fast as a plain matrix product. Each page
+# measures it in its own run, so the matmul page's figure for the same GPU differs by several
+# percent.
 #
 # Each call is timed as a program makes it, host included. At the shortest length our
 # host work (for the backward: autograd, the registered operator, four tensor descriptors
