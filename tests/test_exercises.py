@@ -184,6 +184,22 @@ def test_a_kernel_fed_by_torch_work_on_an_input_fails(tmp_path, seed):
     assert said.startswith("computed from x with PyTorch"), report.text()
 
 
+def test_a_scratch_tensor_made_without_a_device_fails(tmp_path, seed):
+    # atomic_sum through a float32 scratch total made with torch.zeros(1): on the CPU, so
+    # the interpreter runs it and a GPU cannot.
+    report = check_edited_solution("atomic_sum", [
+        ("    out.zero_()\n", "    total = torch.zeros(1)\n"),
+        ("(x, out, n,", "(x, total, n,"),
+        ("BLOCK_SIZE=BLOCK_SIZE)\n", "BLOCK_SIZE=BLOCK_SIZE)\n    out.copy_(total)\n")],
+        tmp_path, seed)
+    assert not report.passed, report.text()
+    said = _said_about(report, "n=1")
+    if runtime.interpreting():
+        assert said.startswith("passed a kernel a tensor made without device= (zeros)"), said
+        assert "torch.zeros(...) at line" in said
+    else:  # the launch itself fails
+        assert "cpu tensor" in said.lower() or "cannot be accessed" in said, said
+
 def test_pytorch_calls_on_inputs_that_only_read_metadata_pass(tmp_path, seed):
     # Shapes, strides, views and allocations like an input are solve's to use.
     report = check_edited_solution("row_sum", [(

@@ -12,7 +12,8 @@ with the reference computed in float64. The checker sets traps that a plain
 * a ``solve`` that launches no Triton kernel, passes a float argument or a size (``n``,
   ``M``...) to one as a ``tl.constexpr``, or computes from an input with PyTorch
   (``x.amax(dim=1)``, ``alpha * x``: anything but shapes, strides, views and allocations)
-  fails even when its output is right.
+  fails even when its output is right; so does one that hands a kernel a tensor it made
+  without ``device=`` (on the CPU, where the interpreter runs, and no GPU kernel can read).
 
 In the Triton interpreter (no GPU) the checker also sees every address a kernel touches
 (:mod:`triton_guide.exercises.watch`): an access off the elements of the tensors, even one
@@ -632,7 +633,8 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                      watch.undefined_read, watch.tf32_dots)
     if wrong is not None:
         return wrong
-    broken = _broken_constraint(case, watch, regions, exercise.grid_dims, torch_calls.found)
+    broken = (_made_on_cpu(case, watch, torch_calls)
+              or _broken_constraint(case, watch, regions, exercise.grid_dims, torch_calls.found))
     if broken is not None:
         return broken
     return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,
@@ -796,6 +798,22 @@ def _grid_below(case: Case, launches: list[Launch], grid_dims: int) -> CaseResul
                 f"{launch.kernel} was launched on the grid {launch.grid}, one program along "
                 f"the second axis for {columns} columns, more than any block of columns "
                 f"holds; {asked}."])
+    return None
+
+
+def _made_on_cpu(case: Case, watch: Watch, torch_calls: TorchCalls) -> CaseResult | None:
+    """The failure, if a kernel received a tensor that solve made without ``device=``: it
+    is on the CPU, which the interpreter runs on, but a GPU's kernel cannot read it."""
+    for tensor, function, line in torch_calls.made_on_cpu:
+        if any(tensor is launched for launched in watch.launched_tensors):
+            return CaseResult(case, False, f"passed a kernel a tensor made without device= "
+                              f"({function})", [
+                f"solve makes a tensor with torch.{function}(...) at line {line} of your "
+                "file, without device=, and passes it to a kernel. Without device= PyTorch "
+                "puts it in the CPU's memory: the interpreter runs there, so it works here, "
+                "but on a GPU the launch fails (\"Pointer argument cannot be accessed from "
+                "Triton\"). Give it the inputs' device: device=x.device, or "
+                "torch.empty_like(x)."])
     return None
 
 

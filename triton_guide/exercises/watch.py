@@ -259,27 +259,51 @@ METADATA_CALLS = frozenset({
 })
 
 
+# Functions that make a tensor from nothing: without ``device=`` it lands on the CPU.
+FACTORY_CALLS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "randint",
+                           "arange", "tensor", "empty_strided", "linspace", "eye"})
+
+
 class TorchCalls(TorchFunctionMode):
-    """Notes each PyTorch call made from ``source_file`` (solve's file) on a tensor that
+    """Watches the PyTorch calls made from ``source_file`` (solve's file).
+
+    :attr:`found` gets ``(input name, function name, line)`` for each call on a tensor that
     lies in one of ``inputs`` (the checker's buffers around the inputs), other than
-    :data:`METADATA_CALLS`: ``(input name, function name, line)`` in :attr:`found`."""
+    :data:`METADATA_CALLS`. :attr:`made_on_cpu` keeps each tensor made by a
+    :data:`FACTORY_CALLS` function without ``device=`` (so on the CPU, whatever device
+    the kernels run on), with the function's name and line: in the interpreter, where
+    everything is on the CPU, such a tensor works, and on a GPU a kernel cannot read it.
+    """
 
     def __init__(self, inputs: list[Region], source_file: str | None):
         super().__init__()
         self.inputs = inputs
         self.source_file = source_file
         self.found: list[tuple[str, str, int]] = []
+        self.made_on_cpu: list[tuple[torch.Tensor, str, int]] = []
+        self._is_solves: dict[str, bool] = {}  # file name -> whether it is solve's file
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if self.source_file is not None and name not in METADATA_CALLS:
-            caller = sys._getframe(1)
-            if os.path.realpath(caller.f_code.co_filename) == self.source_file:
-                touched = self._input_in(args, kwargs)
-                if touched is not None:
-                    self.found.append((touched, name, caller.f_lineno))
-        return func(*args, **kwargs)
+        caller = sys._getframe(1)
+        from_solve = self._from_solve(caller.f_code.co_filename)
+        if from_solve and name not in METADATA_CALLS:
+            touched = self._input_in(args, kwargs)
+            if touched is not None:
+                self.found.append((touched, name, caller.f_lineno))
+        result = func(*args, **kwargs)
+        if (from_solve and name in FACTORY_CALLS and kwargs.get("device") is None
+                and isinstance(result, torch.Tensor) and result.device.type == "cpu"):
+            self.made_on_cpu.append((result, name, caller.f_lineno))
+        return result
+
+    def _from_solve(self, filename: str) -> bool:
+        if self.source_file is None:
+            return False
+        if filename not in self._is_solves:
+            self._is_solves[filename] = os.path.realpath(filename) == self.source_file
+        return self._is_solves[filename]
 
     def _input_in(self, args, kwargs) -> str | None:
         for value in [*args, *kwargs.values()]:
@@ -316,6 +340,7 @@ class Watch:
         self.launches: list[Launch] = []
         self.outside: dict[str, set[int]] = {"read": set(), "wrote": set()}
         self._own: list[tuple[int, int]] = []  # byte ranges of solve's own tensors
+        self.launched_tensors: list[torch.Tensor] = []  # every tensor passed to a kernel
         self._restore: list[tuple[object, str, object]] = []
 
     # -- what the checker asks afterwards -------------------------------------------------
@@ -399,6 +424,7 @@ class Watch:
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
+                    self.launched_tensors.append(value)
             for region in self.regions:
                 region.new_launch()
             self.compare_and_swap = False
