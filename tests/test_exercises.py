@@ -200,6 +200,35 @@ def test_a_scratch_tensor_made_without_a_device_fails(tmp_path, seed):
     else:  # the launch itself fails
         assert "cpu tensor" in said.lower() or "cannot be accessed" in said, said
 
+def test_one_block_for_the_whole_vector_fails_at_the_largest_size(tmp_path, seed):
+    # One program with a block of next_power_of_2(n) lanes: right at every case up to
+    # 100003 elements (131072 lanes), but at n = 10**7 the block would hold 2**24
+    # elements, past Triton's 2**20.
+    report = check_edited_solution("scaled_add", [
+        ("    grid = (triton.cdiv(n, BLOCK_SIZE),)\n", "    grid = (1,)\n"),
+        ("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=triton.next_power_of_2(n))")], tmp_path, seed)
+    assert [r.case.name for r in report.results if not r.passed] == ["largest"], report.text()
+    said = _said_about(report, "largest")
+    assert said.startswith("scaled_add_kernel does not compile at the statement's largest "
+                           "sizes"), said
+
+
+def test_a_grid_past_65535_on_axis_1_fails_at_the_largest_size(tmp_path, seed):
+    # One program per row on axis 1: fine up to 65535 rows, and the statement allows 10**5.
+    report = check_edited_solution("row_sum", [
+        ("    row = tl.program_id(0)\n", "    row = tl.program_id(1)\n"),
+        ("row_sum_kernel[(M,)]", "row_sum_kernel[(1, M)]")], tmp_path, seed)
+    assert [r.case.name for r in report.results if not r.passed] == ["most_rows"], report.text()
+    assert _said_about(report, "most_rows").startswith("grid (1, 100000) too large for a GPU")
+
+
+def test_a_solve_that_reads_data_is_not_tried_at_the_largest_size(tmp_path, seed):
+    # Reading the output back (out.sum().item()) needs data, which meta tensors lack.
+    report = check_edited_solution("relu", [
+        (RELU_LAUNCH, RELU_LAUNCH + "    out.sum().item()\n")], tmp_path, seed)
+    assert report.passed, report.text()
+    assert "(not tried: solve needs the data" in _said_about(report, "largest")
+
 def test_pytorch_calls_on_inputs_that_only_read_metadata_pass(tmp_path, seed):
     # Shapes, strides, views and allocations like an input are solve's to use.
     report = check_edited_solution("row_sum", [(
@@ -491,6 +520,7 @@ def test_another_error_does_not_stop_the_check():
     report = check(get("scaled_add"), solve, seed=0)
     assert len(report.results) == len(get("scaled_add").cases(torch.Generator())), report.text()
     assert "were not run" not in report.text()
+    assert "1 dry case at the statement's largest sizes did not run" in report.text()
 
 
 OVERLAPPING_LAST_BLOCK = '''

@@ -51,7 +51,7 @@ print(f"exercise {exercise.number}: {exercise.name}: {exercise.summary}")
 # every run (the report prints it; ``--seed`` replays it). Outputs arrive filled with
 # NaN, and every tensor sits between margins that reveal a store past its end.
 
-for case in exercise.cases(torch.Generator().manual_seed(0)):
+for case in exercise.all_cases(torch.Generator().manual_seed(0)):
     print(f"{case.name:<22} {case.why}")
 
 # %%

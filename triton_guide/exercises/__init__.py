@@ -101,6 +101,14 @@ class Exercise:
         """The named cases, with inputs drawn from ``generator``."""
         return self.module.cases(generator)
 
+    def largest_cases(self):
+        """Dry cases at the statement's largest sizes (see ``checker.largest``)."""
+        return list(getattr(self.module, "LARGEST", ()))
+
+    def all_cases(self, generator):
+        """Every case the checker runs, in its order: the named cases, then the dry ones."""
+        return self.cases(generator) + self.largest_cases()
+
     def check_command(self, path: str = "my_solution.py") -> str:
         return f"python -m triton_guide.exercises check {self.name} {path}"
 

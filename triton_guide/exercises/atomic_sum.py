@@ -24,7 +24,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between
+from .checker import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = sum(x): partial sums per program, combined with tl.atomic_add"
 
@@ -58,6 +58,10 @@ def cases(generator):
         _case("random_1", "random n", generator, size_between(generator, 1, 20_000)),
         _case("random_2", "random n", generator, size_between(generator, 1, 20_000)),
     ]
+
+
+LARGEST = [largest("largest", "n = 10**7, the statement's largest", {
+    "x": (10**7,), "out": Output((1,)), "n": 10**7})]
 
 
 MISTAKES = [

@@ -38,6 +38,12 @@ with NaN and then, in a second run of the case, with ``3e38`` (a maximum ignores
 load whose value is thrown away, a load without ``other=``, a copy of an input, races, and
 the order of the programs are not checked there.
 
+Once every case passes, the dry cases (:func:`largest`) call ``solve`` at the statement's
+largest sizes on meta tensors, which have shapes and no data, recording its launches
+without running them: each grid must fit a GPU's limits and each kernel must compile for an
+H100 as launched (a block sized to the whole input passes every smaller case and fails
+there).
+
 A report names every case with PASS or FAIL as it finishes and, for the first failing one,
 the arguments (shapes, strides, scalars) and the first wrong positions with the expected
 and actual values.
@@ -110,6 +116,8 @@ class Case:
     name: str
     why: str
     arguments: dict[str, Argument]
+    # A dry case (see :func:`largest`) only records what solve launches, on meta tensors.
+    dry: bool = False
 
     @property
     def output_name(self) -> str:
@@ -275,7 +283,7 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
     case finishes.
     """
     seed = new_seed() if seed is None else seed
-    cases = exercise.cases(torch.Generator().manual_seed(seed))
+    cases = exercise.all_cases(torch.Generator().manual_seed(seed))
     if only is not None:
         names = [case.name for case in cases]
         if only not in names:
@@ -288,6 +296,16 @@ def check(exercise, solve: Callable, *, seed: int | None = None, only: str | Non
         emit(line)
     compiled: dict[tuple, Compiled] = {}  # each distinct launch compiled for a GPU, once
     for case in cases:
+        if case.dry and not report.passed:
+            left = len(cases) - len(report.results)
+            report.stopped = (f"The {_count(left, 'dry case')} at the statement's largest sizes "
+                              "did not run (dry cases run once every other case passes).")
+            break
+        if case.dry:
+            result = _dry_run(solve, case, compiled)
+            report.results.append(result)
+            emit(report.line(result))
+            continue
         result = _run_case(exercise, solve, case, INPUT_MARGIN_BITS)
         for fill in UNDEFINED_FILLS if result.passed and result.undefined_read else ():
             again = _run_case(exercise, solve, case, INPUT_MARGIN_BITS, undefined=fill)
@@ -330,8 +348,54 @@ def _source_file(function) -> str | None:
         return None
 
 
+# The most programs a GPU launches along each axis of a grid.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def largest(name: str, why: str, arguments: dict) -> Case:
+    """A dry case at a statement's largest sizes: ``arguments`` as for a :class:`Case`, with
+    the inputs given as shapes (tuples). ``solve`` runs on meta tensors, which have a shape
+    and no data, and its launches are recorded, not run: each grid must fit a GPU's limits,
+    and each kernel must compile for an H100 as launched, however large the blocks."""
+    return Case(name, f"{why} (a dry run: launches checked and compiled, not run)",
+                {key: torch.empty(value, device="meta") if isinstance(value, tuple) else value
+                 for key, value in arguments.items()}, dry=True)
+
+
+def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
+    """Call ``solve`` on meta tensors shaped as ``case`` says, without running its kernels,
+    then check each launch's grid and compile it (see :func:`largest`)."""
+    arguments = []
+    for value in case.arguments.values():
+        if isinstance(value, Output):
+            strides = value.strides or _contiguous_strides(value.shape)
+            value = torch.empty_strided(value.shape, strides, device="meta")
+        arguments.append(value)
+    with Watch([], memory=False, dry=True) as watch:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                solve(*arguments)
+        except Exception as error:
+            # Meta tensors hold no data: a solve that reads some (x.item(), an autotuner
+            # timing its configurations) cannot be tried this way. Not a fault of solve's.
+            return CaseResult(case, True, f"{case.shapes()} (not tried: solve needs the data, "
+                              f"{type(error).__name__})")
+    for launch in watch.launches:
+        grid = launch.grid or ()
+        if any(size > limit for size, limit in zip(grid, GRID_LIMITS)):
+            return CaseResult(case, False, f"grid {grid} too large for a GPU", [
+                f"At this size {launch.kernel} launches a grid of {grid} programs. A GPU "
+                f"launches at most 2**31 - 1 programs along axis 0 and {GRID_LIMITS[1]} along "
+                "axes 1 and 2: put the longest count of programs on axis 0 "
+                "(tl.program_id(0)), or have each program take several blocks."])
+    failure = _gpu_compile_failure(case, solve, watch.launches, compiled,
+                                   at="at the statement's largest sizes")
+    return failure or CaseResult(case, True, case.shapes())
+
+
 def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
-                         compiled: dict) -> CaseResult | None:
+                         compiled: dict, at: str = "") -> CaseResult | None:
     """Compile for an H100 each kernel from ``solve``'s file as this case launched it, and
     fail the case if one does not compile: the interpreter runs a kernel without compiling
     it, so it lets through what a GPU's compiler refuses (an accumulator that changes type
@@ -355,6 +419,11 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
     for key, launch in launched.items():
         result = compiled[key]
         if result.found and result.error_type is not None:
+            if at:
+                return CaseResult(case, False, f"{launch.kernel} does not compile {at}", [
+                    f"Compiled for an H100 as solve launches it {at}, {launch.kernel} "
+                    "fails: the cases above are smaller than the statement allows.",
+                    *_compiler_message(result), *_compile_hints(result)])
             return CaseResult(case, False, f"{launch.kernel} runs in the interpreter but does "
                               "not compile for a GPU", [
                 f"Compiled for an H100 as this case launched it, {launch.kernel} fails. The "
@@ -364,7 +433,7 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
         too_large = _over_the_gpus_limits(launch, result)
         if too_large:
             return CaseResult(case, False, f"{launch.kernel} compiles but cannot launch on "
-                              "a GPU", [
+                              f"a GPU{' ' + at if at else ''}", [
                 f"Compiled for an H100 with this case's argument types and launch options, "
                 f"{launch.kernel} asks for more than one program may have there, and a "
                 "launch would fail (out of resources). The interpreter has no such limits.",

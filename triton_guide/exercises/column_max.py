@@ -18,7 +18,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out[j] = max of column j: 2-D tiles, a loop down the rows, -inf padding"
@@ -71,6 +71,15 @@ def cases(generator):
               size_between(generator, 1, 200), size_between(generator, 1, 200),
               non_contiguous=True),
     ]
+
+
+# The statement's largest sizes, each with every offset below 2**31.
+LARGEST = [
+    largest("most_rows", "M = 10**5 rows of 21474 columns", {
+        "x": (10**5, 21474), "out": Output((21474,)), "M": 10**5, "N": 21474}),
+    largest("most_columns", "N = 10**5 columns of 21474 rows", {
+        "x": (21474, 10**5), "out": Output((10**5,)), "M": 21474, "N": 10**5}),
+]
 
 
 MISTAKES = [

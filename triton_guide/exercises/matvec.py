@@ -19,7 +19,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out = a @ x: (BLOCK_M, BLOCK_K) tiles, a loop over K, tl.sum(axis=1)"
@@ -67,6 +67,15 @@ def cases(generator):
               size_between(generator, 1, 50), size_between(generator, 1, 1000),
               non_contiguous=True),
     ]
+
+
+# The statement's largest sizes, each with every offset below 2**31.
+LARGEST = [
+    largest("most_rows", "M = 10**5 rows of 21474", {
+        "a": (10**5, 21474), "x": (21474,), "out": Output((10**5,)), "M": 10**5, "K": 21474}),
+    largest("longest_rows", "K = 10**5: 21474 rows of 10**5", {
+        "a": (21474, 10**5), "x": (10**5,), "out": Output((21474,)), "M": 21474, "K": 10**5}),
+]
 
 
 MISTAKES = [

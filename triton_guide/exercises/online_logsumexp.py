@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out[i] = logsumexp of row i: running max and rescaled running sum, one pass"
@@ -95,6 +95,15 @@ def cases(generator):
               size_between(generator, 1, 6), size_between(generator, 1, 4000),
               non_contiguous=True),
     ]
+
+
+# The statement's largest sizes, each with every offset below 2**31.
+LARGEST = [
+    largest("most_rows", "M = 10**5 rows of 21474", {
+        "x": (10**5, 21474), "out": Output((10**5,)), "M": 10**5, "N": 21474}),
+    largest("longest_rows", "N = 10**6: 2147 rows of a million", {
+        "x": (2147, 10**6), "out": Output((2147,)), "M": 2147, "N": 10**6}),
+]
 
 
 MISTAKES = [

@@ -18,7 +18,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between
+from .checker import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = max(x, 0): a mask on the load and on the store"
 
@@ -55,6 +55,10 @@ def cases(generator):
         _case("random_1", "random n", generator, size_between(generator, 1, 5000)),
         _case("random_2", "random n", generator, size_between(generator, 1, 5000)),
     ]
+
+
+LARGEST = [largest("largest", "n = 10**7, the statement's largest", {
+    "x": (10**7,), "out": Output((10**7,)), "n": 10**7})]
 
 
 MISTAKES = [

@@ -17,7 +17,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between
+from .checker import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = alpha * x + y: a scalar argument, a 1-D grid and a mask"
 
@@ -56,6 +56,10 @@ def cases(generator):
         _case("random_1", "random n", generator, size_between(generator, 1, 5000)),
         _case("random_2", "random n", generator, size_between(generator, 1, 5000)),
     ]
+
+
+LARGEST = [largest("largest", "n = 10**7, the statement's largest", {
+    "x": (10**7,), "y": (10**7,), "out": Output((10**7,)), "alpha": 2.0, "n": 10**7})]
 
 
 MISTAKES = [

@@ -20,7 +20,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, randn, size_between, stored_by_columns,
+from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "softmax of each row: one block per row, the max subtracted, -inf padding"
@@ -70,6 +70,10 @@ def cases(generator):
               size_between(generator, 1, 20), size_between(generator, 1, 2000),
               non_contiguous=True),
     ]
+
+
+LARGEST = [largest("largest", "M = 10**5 rows of N = 4096, the statement's largest", {
+    "x": (10**5, 4096), "out": Output((10**5, 4096)), "M": 10**5, "N": 4096})]
 
 
 MISTAKES = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..testing import tolerance as dtype_tolerance
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import Case, Mistake, Output, largest, randn, size_between, strided
 
 # The statement asks for a 2-D grid of tiles (checked on every launch).
 GRID_DIMS = 2
@@ -74,6 +74,11 @@ def cases(generator):
               size_between(generator, 1, 80), size_between(generator, 1, 80),
               size_between(generator, 1, 80), non_contiguous=True),
     ]
+
+
+LARGEST = [largest("largest", "M = N = K = 4096, the statement's largest", {
+    "a": (4096, 4096), "b": (4096, 4096), "c": Output((4096, 4096)), "M": 4096, "N": 4096,
+    "K": 4096})]
 
 
 MISTAKES = [

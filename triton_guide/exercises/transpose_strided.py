@@ -15,7 +15,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, randn, size_between, strided
+from .checker import Case, Mistake, Output, largest, randn, size_between, strided
 
 SUMMARY = "out = x.T for any strides of x and out: addressing 2-D tiles"
 
@@ -60,6 +60,10 @@ def cases(generator):
               size_between(generator, 1, 200), size_between(generator, 1, 200),
               non_contiguous=True),
     ]
+
+
+LARGEST = [largest("largest", "M = N = 10**4, the statement's largest", {
+    "x": (10**4, 10**4), "out": Output((10**4, 10**4)), "M": 10**4, "N": 10**4})]
 
 
 MISTAKES = [

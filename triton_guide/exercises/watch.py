@@ -326,9 +326,10 @@ class Watch:
     """
 
     def __init__(self, regions: list[Region], *, memory: bool, undefined: float | None = None,
-                 tf32: bool = True):
+                 tf32: bool = True, dry: bool = False):
         self.regions = regions
         self.memory = memory
+        self.dry = dry  # record launches without running them (meta tensors, any size)
         self.tf32 = tf32  # cut float32 tl.dot operands to tf32 (interpreter only)
         self.tf32_dots = 0  # how many tl.dot calls had their operands cut so
         # What the masked-off lanes of a float load without other= read: None for the NaN
@@ -421,6 +422,8 @@ class Watch:
                 grid=_grid_shape(grid, {**arguments, **kwargs}),
                 options={name: kwargs[name] for name in LAUNCH_OPTIONS
                          if kwargs.get(name) is not None}))
+            if self.dry:
+                return None
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
                     self._allow(value)
