@@ -371,7 +371,7 @@ def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
             strides = value.strides or _contiguous_strides(value.shape)
             value = torch.empty_strided(value.shape, strides, device="meta")
         arguments.append(value)
-    with Watch([], memory=False, dry=True) as watch:
+    with Watch([], memory=False, dry=True, compile_dry=not runtime.interpreting()) as watch:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -411,6 +411,9 @@ def _gpu_compile_failure(case: Case, solve: Callable, launches: list[Launch],
         key = (launch.kernel, tuple(signature.items()), tuple(sorted(constexprs.items())),
                tuple(sorted(launch.options.items())))
         launched.setdefault(key, launch)
+    for key, launch in launched.items():
+        if launch.native is not None:  # compiled already, on this GPU (a dry run)
+            compiled[key] = launch.native
     new = [key for key in launched if key not in compiled]
     if new:
         results = compile_kernels([(launched[key].jitted, *launched[key].compile_as, [],

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..debugging import LAUNCH_OPTIONS
+from ..debugging import LAUNCH_OPTIONS, Compiled
 
 # The NaN that the masked-off lanes of a float32 load without ``other=`` read: a payload of
 # its own, so that a result computed from it can sometimes be told apart (numpy keeps the
@@ -184,6 +184,9 @@ class Launch:
     # The launch options given (num_warps, num_stages, ...: debugging.LAUNCH_OPTIONS), by
     # the call or by an autotuner's configuration; Triton's defaults for the others.
     options: dict[str, int] = field(default_factory=dict)
+    # In a dry run on a GPU: what compiling this launch there gave (Triton's own compiler,
+    # without launching), as debugging.compile_kernels reports it. None elsewhere.
+    native: Compiled | None = None
 
 
 # Triton's name for the element type behind a pointer to a tensor of each dtype.
@@ -219,6 +222,16 @@ def _compile_as(fn, arguments: dict, constexpr_names: set[str]):
         else:
             return None
     return signature, constexprs
+
+
+def _compile_natively(run, function, args, grid, kwargs) -> Compiled:
+    """Compile one launch for the GPU here without launching it (Triton's warm-up path),
+    as :class:`~triton_guide.debugging.Compiled`."""
+    try:
+        kernel = run(function, *args, grid=grid, warmup=True, **kwargs)
+    except Exception as error:
+        return Compiled(type(error).__name__, str(error), "", "")
+    return Compiled(None, "", "", kernel.asm.get("ptx", ""), kernel.metadata.shared)
 
 
 def _grid_shape(grid, arguments: dict) -> tuple[int, ...] | None:
@@ -326,10 +339,13 @@ class Watch:
     """
 
     def __init__(self, regions: list[Region], *, memory: bool, undefined: float | None = None,
-                 tf32: bool = True, dry: bool = False):
+                 tf32: bool = True, dry: bool = False, compile_dry: bool = False):
         self.regions = regions
         self.memory = memory
         self.dry = dry  # record launches without running them (meta tensors, any size)
+        # In a dry run, compile each launch with Triton's own compiler for the GPU here
+        # (a warm-up call: compiled, not launched), into Launch.native.
+        self.compile_dry = compile_dry
         self.tf32 = tf32  # cut float32 tl.dot operands to tf32 (interpreter only)
         self.tf32_dots = 0  # how many tl.dot calls had their operands cut so
         # What the masked-off lanes of a float load without other= read: None for the NaN
@@ -423,6 +439,9 @@ class Watch:
                 options={name: kwargs[name] for name in LAUNCH_OPTIONS
                          if kwargs.get(name) is not None}))
             if self.dry:
+                if self.compile_dry:
+                    self.launches[-1].native = _compile_natively(
+                        original, function, args, grid, kwargs)
                 return None
             for value in [*args, *kwargs.values()]:
                 if isinstance(value, torch.Tensor):
