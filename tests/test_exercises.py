@@ -200,6 +200,23 @@ def test_a_scratch_tensor_made_without_a_device_fails(tmp_path, seed):
     else:  # the launch itself fails
         assert "cpu tensor" in said.lower() or "cannot be accessed" in said, said
 
+def test_a_scratch_tensor_moved_to_the_inputs_device_passes(tmp_path):
+    # The spin lock below, its lock made on the CPU and then moved where x is.
+    path = tmp_path / "moved_lock.py"
+    path.write_text(SPIN_LOCK.replace("torch.zeros(1, dtype=torch.int32, device=x.device)",
+                                      "torch.zeros(1, dtype=torch.int32).to(x.device)"))
+    assert "to(x.device)" in path.read_text()
+    report = check_file(get("atomic_sum"), path, seed=0)
+    assert report.passed, report.text()
+
+
+def test_a_conversion_of_an_input_is_torch_work(tmp_path, seed):
+    report = check_edited_solution("relu", [
+        ("relu_kernel[grid](x, out,", "relu_kernel[grid](x.to(torch.float64).float(), out,")],
+        tmp_path, seed)
+    assert _said_about(report, "n=1").startswith("computed from x with PyTorch (to)"), \
+        report.text()
+
 def test_one_block_for_the_whole_vector_fails_at_the_largest_size(tmp_path, seed):
     # One program with a block of next_power_of_2(n) lanes: right at every case up to
     # 100003 elements (131072 lanes), but at n = 10**7 the block would hold 2**24
@@ -209,8 +226,7 @@ def test_one_block_for_the_whole_vector_fails_at_the_largest_size(tmp_path, seed
         ("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=triton.next_power_of_2(n))")], tmp_path, seed)
     assert [r.case.name for r in report.results if not r.passed] == ["largest"], report.text()
     said = _said_about(report, "largest")
-    assert said.startswith("scaled_add_kernel does not compile at the statement's largest "
-                           "sizes"), said
+    assert said.startswith("scaled_add_kernel takes a block of 16777216 at this size"), said
 
 
 def test_a_grid_past_65535_on_axis_1_fails_at_the_largest_size(tmp_path, seed):
@@ -221,6 +237,17 @@ def test_a_grid_past_65535_on_axis_1_fails_at_the_largest_size(tmp_path, seed):
     assert [r.case.name for r in report.results if not r.passed] == ["most_rows"], report.text()
     assert _said_about(report, "most_rows").startswith("grid (1, 100000) too large for a GPU")
 
+
+def test_a_block_as_long_as_the_row_fails_at_the_largest_size(tmp_path, seed):
+    # BLOCK_SIZE = next_power_of_2(N) passes every case (rows of up to 40000: 65536 lanes);
+    # at N = 10**6 it is 2**20, which Triton would spend minutes compiling.
+    report = check_edited_solution("row_sum", [
+        ("block_size = min(1024, triton.next_power_of_2(N))",
+         "block_size = triton.next_power_of_2(N)")], tmp_path, seed)
+    failed = [r.case.name for r in report.results if not r.passed]
+    assert failed == ["longest_rows"], report.text()
+    assert _said_about(report, "longest_rows").startswith(
+        "row_sum_kernel takes a block of 1048576 at this size"), report.text()
 
 def test_a_solve_that_reads_data_is_not_tried_at_the_largest_size(tmp_path, seed):
     # Reading the output back (out.sum().item()) needs data, which meta tensors lack.
@@ -233,9 +260,11 @@ def test_pytorch_calls_on_inputs_that_only_read_metadata_pass(tmp_path, seed):
     # Shapes, strides, views and allocations like an input are solve's to use.
     report = check_edited_solution("row_sum", [(
         "def solve(x: torch.Tensor, out: torch.Tensor, M: int, N: int):\n",
-        "def solve(x: torch.Tensor, out: torch.Tensor, M: int, N: int):\n    assert x.shape == (M, N) and x.dim() == 2 and "
-        "x.numel() == M * N\n    x.stride(0), x.T, x[:1], torch.empty_like(x), x.view(x.shape)"
-        " if x.is_contiguous() else None\n")], tmp_path, seed)
+        "def solve(x: torch.Tensor, out: torch.Tensor, M: int, N: int):\n"
+        "    assert x.shape == (M, N) and x.dim() == 2 and x.numel() == M * N\n"
+        "    x.stride(0), x.T, x[:1], torch.empty_like(x), x.view_as(x)\n"
+        "    x.expand_as(x), x.movedim(0, 1), torch.broadcast_to(x, x.shape), x.select(0, 0)\n"
+        "    x = x.float().to(x.device)\n")], tmp_path, seed)
     assert report.passed, report.text()
 
 
@@ -618,15 +647,16 @@ def _dot_with_identity_kernel(a_ptr, eye_ptr, out_ptr, SIZE: tl.constexpr):
 
 
 @pytest.mark.skipif(runtime.interpreting(), reason="the GPU's own rounding is the reference")
-def test_to_tf32_is_what_a_gpus_float32_dot_does():
+@pytest.mark.parametrize("size", [16, 32, 64])  # smaller tiles may take another path
+def test_to_tf32_is_what_a_gpus_float32_dot_does(size):
     # a @ I on the tensor cores: each element is one operand of a times 1, plus zeros, so
     # the product is exactly what the hardware made of a's element.
     generator = torch.Generator().manual_seed(0)
-    a = torch.randn(64, 64, generator=generator)
+    a = torch.randn(size, size, generator=generator)
     a[0, :8] = torch.tensor([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -(1 + 2.0 ** -11),
                              1 + 2.0 ** -12, 1 + 2.0 ** -11 + 2.0 ** -20, 1.0, 0.5, -2.0])
-    out = torch.empty(64, 64, device="cuda")
-    _dot_with_identity_kernel[(1,)](a.cuda(), torch.eye(64, device="cuda"), out, SIZE=64)
+    out = torch.empty(size, size, device="cuda")
+    _dot_with_identity_kernel[(1,)](a.cuda(), torch.eye(size, device="cuda"), out, SIZE=size)
     expected = torch.from_numpy(to_tf32(a.numpy()))
     assert torch.equal(out.cpu(), expected), (out.cpu() - expected).abs().max()
 

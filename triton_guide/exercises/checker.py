@@ -54,6 +54,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import subprocess
 import sys
 import traceback
 import warnings
@@ -362,6 +363,11 @@ def largest(name: str, why: str, arguments: dict) -> Case:
                  for key, value in arguments.items()}, dry=True)
 
 
+# A block of this many elements or more is not something a program can hold; Triton's
+# compiler takes minutes over one of 2**20 (its largest) before anything can fail.
+HUGE_BLOCK = 2**17
+
+
 def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
     """Call ``solve`` on meta tensors shaped as ``case`` says, without running its kernels,
     then check each launch's grid and compile it (see :func:`largest`)."""
@@ -370,6 +376,8 @@ def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
         if isinstance(value, Output):
             strides = value.strides or _contiguous_strides(value.shape)
             value = torch.empty_strided(value.shape, strides, device="meta")
+        elif isinstance(value, torch.Tensor):  # fresh, in case solve changes one in place
+            value = torch.empty_strided(value.shape, value.stride(), device="meta")
         arguments.append(value)
     with Watch([], memory=False, dry=True, compile_dry=not runtime.interpreting()) as watch:
         try:
@@ -377,10 +385,18 @@ def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
                 warnings.simplefilter("ignore")
                 solve(*arguments)
         except Exception as error:
-            # Meta tensors hold no data: a solve that reads some (x.item(), an autotuner
-            # timing its configurations) cannot be tried this way. Not a fault of solve's.
+            if "meta" not in str(error).lower() and "active drivers" not in str(error):
+                return CaseResult(case, False, f"solve raised {type(error).__name__} at the "
+                                  "statement's largest sizes", [
+                    f"solve, called at the statement's largest sizes (on tensors without "
+                    f"data), raised {type(error).__name__}: {str(error)[:300]}"])
+            # Meta tensors hold no data: a solve that reads some (out.sum().item()) cannot
+            # be tried this way. Not a fault of solve's.
             return CaseResult(case, True, f"{case.shapes()} (not tried: solve needs the data, "
                               f"{type(error).__name__})")
+    if watch.autotuned:
+        return CaseResult(case, True, f"{case.shapes()} (not tried: triton.autotune picks "
+                          "its configuration by timing, which a dry run cannot)")
     for launch in watch.launches:
         grid = launch.grid or ()
         if any(size > limit for size, limit in zip(grid, GRID_LIMITS)):
@@ -389,8 +405,26 @@ def _dry_run(solve: Callable, case: Case, compiled: dict) -> CaseResult:
                 f"launches at most 2**31 - 1 programs along axis 0 and {GRID_LIMITS[1]} along "
                 "axes 1 and 2: put the longest count of programs on axis 0 "
                 "(tl.program_id(0)), or have each program take several blocks."])
-    failure = _gpu_compile_failure(case, solve, watch.launches, compiled,
-                                   at="at the statement's largest sizes")
+        huge = {name: value for name, value in launch.constexprs.items()
+                if isinstance(value, int) and not isinstance(value, bool)
+                and value >= HUGE_BLOCK}
+        if huge:
+            name, value = next(iter(huge.items()))
+            return CaseResult(case, False, f"{launch.kernel} takes a block of {value} at this "
+                              "size", [
+                f"At this size {launch.kernel} gets {name}={value}: a block that grows with "
+                "the input. A program's block lives in its registers, and one of "
+                f"{HUGE_BLOCK} elements or more does not fit (Triton refuses blocks past "
+                "2**20 elements, and compiles ones near that for minutes). Give the block a "
+                "fixed size, a few hundred to a few thousand elements, and launch more "
+                "programs, or loop over the input in blocks."])
+    try:
+        failure = _gpu_compile_failure(case, solve, watch.launches, compiled,
+                                       at="at the statement's largest sizes")
+    except (subprocess.TimeoutExpired, RuntimeError) as error:
+        return CaseResult(case, False, "compiling for a GPU at the statement's largest sizes "
+                          "failed", [f"The compiler did not finish: {type(error).__name__}: "
+                                     f"{str(error)[:300]}"])
     return failure or CaseResult(case, True, case.shapes())
 
 
@@ -705,8 +739,8 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                      watch.undefined_read, watch.tf32_dots)
     if wrong is not None:
         return wrong
-    broken = (_made_on_cpu(case, watch, torch_calls)
-              or _broken_constraint(case, watch, regions, exercise.grid_dims, torch_calls.found))
+    broken = (_made_on_cpu(case, watch, torch_calls) or _broken_constraint(
+        case, watch, regions, exercise.grid_dims, torch_calls.found))
     if broken is not None:
         return broken
     return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,
@@ -807,12 +841,13 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                            "stride?), from masked-off lanes loaded without other=, or by "
                            "the arithmetic itself (inf - inf, 0 / 0)?")
     close = _largest_relative_error(actual, expected, bad)
-    if tf32_dots:
+    if tf32_dots and close is not None and close <= ROUNDING_16_BIT[1]:
         details.append("tl.dot with float32 operands: on a GPU the tensor cores read them as "
                        "tf32, keeping 10 of float32's 23 fraction bits (a relative error of "
-                       "up to 9.8e-4 per operand), and the checker cuts them so here too. This exercise asks for float32 accuracy: multiply "
-                       "and add with * and tl.sum, or pass input_precision=\"ieee\" to "
-                       "tl.dot (slower on a GPU).")
+                       "up to 9.8e-4 per operand), and the checker cuts them so here "
+                       "too. This exercise asks for float32 accuracy: multiply and add "
+                       "with * and tl.sum, or pass input_precision=\"ieee\" to tl.dot "
+                       "(slower on a GPU).")
     elif close is not None and ROUNDING_16_BIT[0] <= close <= ROUNDING_16_BIT[1]:
         details.append(f"Every wrong element is a number within {close:.1e} of the expected "
                        "one (relatively): about the rounding of a 16-bit float (float16 keeps "

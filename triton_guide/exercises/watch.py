@@ -224,6 +224,17 @@ def _compile_as(fn, arguments: dict, constexpr_names: set[str]):
     return signature, constexprs
 
 
+def _from_autotuner() -> bool:
+    """Whether the launch being made comes from ``triton.autotune`` (its timing of the
+    configurations, or its launch of the one it picked)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(os.path.join("runtime", "autotuner.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _compile_natively(run, function, args, grid, kwargs) -> Compiled:
     """Compile one launch for the GPU here without launching it (Triton's warm-up path),
     as :class:`~triton_guide.debugging.Compiled`."""
@@ -257,18 +268,17 @@ def _constexpr_names(fn) -> set[str]:
     return names
 
 
-# What solve may do with an input through PyTorch: read its shape, strides and other
-# metadata, take views of it, allocate tensors like it, or copy it (a copy the interpreter
+# What solve may do with an input through PyTorch besides taking views of it (any call
+# whose result shares the input's memory, x.float() on float32 included): read its shape,
+# strides and other metadata, allocate tensors like it, or copy it (a copy the interpreter
 # notices, since no kernel then reads the input itself). Property getters (x.shape, x.T)
 # all arrive as __get__.
 METADATA_CALLS = frozenset({
-    "__get__", "size", "stride", "dim", "numel", "nelement", "data_ptr", "element_size",
-    "storage_offset", "is_contiguous", "is_floating_point", "get_device", "untyped_storage",
-    "__len__", "__hash__", "__format__", "__repr__", "__str__",
-    "view", "reshape", "t", "transpose", "permute", "__getitem__", "unsqueeze", "squeeze",
-    "flatten", "as_strided", "expand", "narrow", "detach", "contiguous", "clone",
-    "empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros",
-    "new_ones", "new_full", "is_neg", "is_conj",
+    "__get__", "size", "stride", "dim", "ndimension", "numel", "nelement", "data_ptr",
+    "element_size", "storage_offset", "is_contiguous", "is_floating_point", "get_device",
+    "untyped_storage", "type", "__len__", "__hash__", "__format__", "__repr__", "__str__",
+    "contiguous", "clone", "empty_like", "zeros_like", "ones_like", "full_like", "new_empty",
+    "new_zeros", "new_ones", "new_full", "is_neg", "is_conj",
 })
 
 
@@ -282,8 +292,8 @@ class TorchCalls(TorchFunctionMode):
 
     :attr:`found` gets ``(input name, function name, line)`` for each call on a tensor that
     lies in one of ``inputs`` (the checker's buffers around the inputs), other than
-    :data:`METADATA_CALLS`. :attr:`made_on_cpu` keeps each tensor made by a
-    :data:`FACTORY_CALLS` function without ``device=`` (so on the CPU, whatever device
+    :data:`METADATA_CALLS` and calls that return a view of an input. :attr:`made_on_cpu`
+    keeps each tensor made by a :data:`FACTORY_CALLS` function without ``device=`` (so on the CPU, whatever device
     the kernels run on), with the function's name and line: in the interpreter, where
     everything is on the CPU, such a tensor works, and on a GPU a kernel cannot read it.
     """
@@ -301,15 +311,33 @@ class TorchCalls(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         caller = sys._getframe(1)
         from_solve = self._from_solve(caller.f_code.co_filename)
-        if from_solve and name not in METADATA_CALLS:
+        result = func(*args, **kwargs)
+        if not from_solve:
+            return result
+        if name not in METADATA_CALLS and not self._in_input(result):
             touched = self._input_in(args, kwargs)
             if touched is not None:
                 self.found.append((touched, name, caller.f_lineno))
-        result = func(*args, **kwargs)
-        if (from_solve and name in FACTORY_CALLS and kwargs.get("device") is None
+        if (name in FACTORY_CALLS and kwargs.get("device") is None
                 and isinstance(result, torch.Tensor) and result.device.type == "cpu"):
             self.made_on_cpu.append((result, name, caller.f_lineno))
+        if name in ("to", "cuda") and args and (len(args) > 1 or kwargs):
+            # x.to(device): in the interpreter the same tensor comes back, now on purpose.
+            self.made_on_cpu = [entry for entry in self.made_on_cpu if entry[0] is not args[0]]
         return result
+
+    def _in_input(self, value) -> bool:
+        """Whether ``value`` is a tensor in an input's memory: a view of it, or the input."""
+        return isinstance(value, torch.Tensor) and self._region_of(value) is not None
+
+    def _region_of(self, tensor: torch.Tensor) -> str | None:
+        if tensor.device.type == "meta":
+            return None
+        start = tensor.untyped_storage().data_ptr()
+        for region in self.inputs:
+            if region.start <= start < region.end:
+                return region.name
+        return None
 
     def _from_solve(self, filename: str) -> bool:
         if self.source_file is None:
@@ -322,12 +350,10 @@ class TorchCalls(TorchFunctionMode):
         for value in [*args, *kwargs.values()]:
             values = value if isinstance(value, (list, tuple)) else (value,)
             for tensor in values:
-                if not isinstance(tensor, torch.Tensor):
-                    continue
-                start = tensor.untyped_storage().data_ptr()
-                for region in self.inputs:
-                    if region.start <= start < region.end:
-                        return region.name
+                if isinstance(tensor, torch.Tensor):
+                    name = self._region_of(tensor)
+                    if name is not None:
+                        return name
         return None
 
 
@@ -346,6 +372,7 @@ class Watch:
         # In a dry run, compile each launch with Triton's own compiler for the GPU here
         # (a warm-up call: compiled, not launched), into Launch.native.
         self.compile_dry = compile_dry
+        self.autotuned = False  # whether a launch came through triton.autotune's timing
         self.tf32 = tf32  # cut float32 tl.dot operands to tf32 (interpreter only)
         self.tf32_dots = 0  # how many tl.dot calls had their operands cut so
         # What the masked-off lanes of a float load without other= read: None for the NaN
@@ -439,7 +466,8 @@ class Watch:
                 options={name: kwargs[name] for name in LAUNCH_OPTIONS
                          if kwargs.get(name) is not None}))
             if self.dry:
-                if self.compile_dry:
+                self.autotuned |= _from_autotuner()
+                if self.compile_dry and not self.autotuned:
                     self.launches[-1].native = _compile_natively(
                         original, function, args, grid, kwargs)
                 return None
