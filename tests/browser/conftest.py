@@ -148,6 +148,15 @@ class PageVisit:
                 line: b.innerText.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''),
             }))""",
         )
+        # Blocks whose end is hidden behind a vertical scroll bar: the last line a reader
+        # would not see without scrolling inside the block.
+        self.clipped = page.eval_on_selector_all(
+            "div.highlight pre",
+            """blocks => blocks.filter(b => b.scrollHeight > b.clientHeight + 1).map(b => ({
+                height: b.clientHeight, needed: b.scrollHeight,
+                last: b.innerText.trimEnd().split('\\n').pop(),
+            }))""",
+        )
 
 
 _visits: dict[str, PageVisit] = {}

@@ -37,6 +37,15 @@ def test_no_code_block_overflows_at_1280px(visit, docname):
 
 
 @pytest.mark.parametrize("docname", PAGES)
+def test_no_code_block_hides_its_end_behind_a_scroll_bar(visit, docname):
+    clipped = visit(docname).clipped
+    assert clipped == [], "\n".join(
+        f"{block['needed']} px in a {block['height']} px box, last line {block['last']!r}"
+        for block in clipped
+    )
+
+
+@pytest.mark.parametrize("docname", PAGES)
 def test_math_renders(visit, docname):
     page_visit = visit(docname)
     if not page_visit.has_math:
