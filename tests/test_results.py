@@ -522,6 +522,18 @@ def test_time_per_call_is_worked_back_from_the_rate():
     assert gb_per_s(1e6, 0.5) == 2.0 and us_per_call(1e6, 2.0) == 500.0
 
 
+@pytest.mark.parametrize("times, expected", [
+    pytest.param([4.4, 4.3, 4.6, 5.0], [], id="host_bound_level_times"),
+    pytest.param([23.9, 4.0, 4.2, 6.0], [0], id="first_call_slower_than_4x_the_work"),
+    pytest.param([19.1, 73.3, 17.2, 40.0], [1], id="middle_reading_slower_than_a_later_one"),
+    pytest.param([10.0, 14.9, 10.0], [], id="within_the_factor"),
+    pytest.param([10.0, 15.1, 10.0], [1], id="just_past_the_factor"),
+    pytest.param([], [], id="no_readings"),
+])
+def test_out_of_line_finds_readings_that_more_work_beat(times, expected):
+    assert benchmark.out_of_line(times) == expected
+
+
 def test_matmul_rate_over_cold_inputs(monkeypatch):
     pairs = benchmark.cold_matmul_inputs(3, 5, 7, torch.float32, device="cpu")
     # enough copies to overrun L2, each a fresh 3 x 7 by 7 x 5 pair

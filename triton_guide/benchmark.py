@@ -267,6 +267,20 @@ def us_per_call(num_bytes: float, rate_gb_per_s: float) -> float:
     return num_bytes / rate_gb_per_s * 1e-3
 
 
+# A call that took this many times as long as a call of the same sweep doing more work.
+OUT_OF_LINE = 1.5
+
+
+def out_of_line(times: Sequence[float], factor: float = OUT_OF_LINE) -> list[int]:
+    """Indices of the readings in ``times`` (one call's time per size, the sizes growing,
+    each doing more work than the one before) that took over ``factor`` times as long as
+    a later, larger call. More work cannot take that much less time, so such a reading
+    says something about the run (the host busy, the clock not yet up), not the kernel.
+    The factor leaves room for the noise of host-bound calls, whose times are level."""
+    return [i for i, time_ in enumerate(times)
+            if any(time_ > factor * later for later in times[i + 1:])]
+
+
 # -- ceilings ------------------------------------------------------------------------------
 
 CEILING_UNITS = {"copy": "GB/s", "gemm_fp16": "TFLOP/s", "gemm_bf16": "TFLOP/s"}

@@ -24,7 +24,7 @@ import torch
 from matplotlib.colors import ListedColormap
 
 from triton_guide import runtime, transpose, transpose_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
+from triton_guide.benchmark import OUT_OF_LINE, Benchmark, gb_per_s, out_of_line, us_per_call
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -179,6 +179,11 @@ results = bench.sweep("transpose", sizes, variants,
                       unit="GB/s", ceiling="copy", xlabel="n (n x n float32 matrix)")
 results.plot()
 results.summary(ratios=[("triton_guide", "torch")])
+for run in results:
+    print(f"{run.gpu}, n = {run.xs[run.largest]:,}: triton_guide at "
+          f"{run.fraction_of_ceiling('triton_guide'):.0%} of the copy ceiling, "
+          f"x.t().contiguous() at {run.fraction_of_ceiling('torch'):.0%}; "
+          f"triton_guide {run.ratio('triton_guide', 'torch'):.2f}x torch's bandwidth")
 
 # %%
 # The smallest sizes time more than the kernel
@@ -186,8 +191,9 @@ results.summary(ratios=[("triton_guide", "torch")])
 # Compare the two at the large sizes only. A rate is bytes over the time of one call,
 # and a call costs some time whatever its size: the launch, starting the programs, and
 # the host's Python when it is slower than the GPU. Each rate comes from
-# ``triton.testing.do_bench``, Triton's timer, which runs the call many times and keeps
-# the median. Before each run it queues a kernel that clears the L2 cache (the cache that
+# ``triton.testing.do_bench``, Triton's timer, which runs the call many times and, as
+# this package calls it (``return_mode="median"``; the default is the mean), keeps the
+# median. Before each run it queues a kernel that clears the L2 cache (the cache that
 # all SMs share, in front of the GPU's memory), so that no run finds its data there; then
 # a CUDA event (a marker that the GPU timestamps when its queue reaches it), the call,
 # and another event. If the call's Python outlasts the clearing kernel, the GPU waits
@@ -196,15 +202,29 @@ results.summary(ratios=[("triton_guide", "torch")])
 # the call before, those fixed costs are a large part of the smaller call. The times per
 # call, worked back from each rate, and how much each grows from one size to the next:
 
+slow_readings = []
 for run in results:
-    print(f"{run.gpu}: microseconds per call (2 x 4 x n^2 bytes / rate)")
+    print(f"{run.gpu}: us per call (2 x 4 x n^2 bytes / rate); growth: over the size "
+          "before (4x the bytes)")
     print(f"{'n':>14}" + "".join(f"{n:>9,}" for n in run.xs))
     for name in run.series:
         micros = [us_per_call(2 * 4 * n * n, rate) for n, rate in zip(run.xs, run[name])]
         print(f"{name:>14}" + "".join(f"{t:>9.1f}" for t in micros))
         growth = [f"{later / earlier:.1f}x" for earlier, later in zip(micros, micros[1:])]
-        print(f"{'':>14}  {name}, each size's time over the one before's (4x the bytes): "
-              + ", ".join(growth))
+        print(f"{'growth':>14}{'':>9}" + "".join(f"{g:>9}" for g in growth))
+        for i in out_of_line(micros):
+            slow_readings.append(f"{run.gpu}, {name} at n = {run.xs[i]:,}: {micros[i]:.1f} us "
+                                 f"per call, longer than at a larger n")
+
+# %%
+# A call that takes less time than the call before it, for four times the bytes, cannot
+# be explained by fixed costs: more work does not take less time. Such a reading says
+# something about the run (the host busy for a moment, the clock not yet up), not about
+# the kernel. The readings that took more than ``OUT_OF_LINE`` times as long as a larger
+# size's (``out_of_line`` in ``triton_guide.benchmark``):
+
+print(f"readings over {OUT_OF_LINE}x a larger size's time:")
+print("\n".join(slow_readings) or "none")
 
 # %%
 # Takeaways
@@ -212,3 +232,8 @@ for run in results:
 # * ``a[:, None]`` is a column, ``b[None, :]`` a row; together they make a tile.
 # * offset = row * row_stride + col * col_stride: pass strides and views work unchanged.
 # * A 2D mask is the AND of a row mask and a column mask, broadcast the same way.
+# * A tiled transpose moves data at close to a copy's speed at large sizes; the fractions
+#   of the copy ceiling that it and ``x.t().contiguous()`` reach are printed under the
+#   bandwidth table.
+# * At small sizes a call's time is mostly fixed costs; a reading that a larger size beat
+#   is the run's, not the kernel's.

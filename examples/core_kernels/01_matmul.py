@@ -49,7 +49,9 @@ device = runtime.device()
 # with the size: large products are limited by arithmetic, not memory. Where the line lies
 # depends on the GPU: its arithmetic rate over its memory bandwidth, here the two ceilings
 # measured on each GPU (a large cuBLAS float16 product, and a 1 GiB device-to-device copy
-# from the vector-add page's run): live on this build's GPU, recorded for the others.
+# from the vector-add page's run): live on this build's GPU, recorded for the others. Both
+# are timed first in their process, on an idle GPU; the end of the page compares the
+# product's reading with the same call timed later in the run.
 
 for n in (256, 1024, 4096):
     flops = 2 * n**3
@@ -502,8 +504,10 @@ else:
 # differences there is not shown by this run. The second launch also has a price these
 # GPU times leave out: the host builds two more descriptors and launches once more per
 # call, which a program that waits for each product pays. The comment shown above records
-# it for 3072^3 on an H100. (The host's times under "The host's share" are for smaller
-# products, which ``matmul`` keeps in one launch.)
+# it for 3072^3 on an H100, and its ratios come from the run in which the rule was chosen:
+# the ones printed below are this recording's, and differ from them by about as much as
+# two sweeps of one run differ (see "How far apart" under "Performance"). (The host's times
+# under "The host's share" are for smaller products, which ``matmul`` keeps in one launch.)
 
 
 def on_cold_copies(fn):
@@ -649,6 +653,7 @@ for run in results:
 # wave" both time ``matmul`` and cuBLAS on the same sizes, 3072 and 4096, the same way and
 # in the same run. Their readings, side by side:
 
+widest_apart = {}  # per GPU: the widest gap between the two sweeps' cuBLAS readings
 for run in results:
     wave = next((r for r in last_wave if r.slug == run.slug), None)
     for size in (wave.xs if wave else []):
@@ -657,8 +662,10 @@ for run in results:
         i, j = wave.xs.index(size), run.xs.index(size)
         cublas = (wave["cuBLAS"][i], run["cuBLAS"][j])
         ours = (wave["matmul"][i] / cublas[0], run["triton_guide"][j] / cublas[1])
+        apart = max(cublas) / min(cublas) - 1
+        widest_apart[run.gpu] = max(apart, widest_apart.get(run.gpu, 0.0))
         print(f"{run.gpu}, n = {size}: cuBLAS {cublas[0]:.1f} (the last wave) and "
-              f"{cublas[1]:.1f} TFLOP/s (this sweep), {max(cublas) / min(cublas) - 1:.1%} "
+              f"{cublas[1]:.1f} TFLOP/s (this sweep), {apart:.1%} "
               f"apart; matmul / cuBLAS {ours[0]:.2f} and {ours[1]:.2f}")
 
 # %%
@@ -775,20 +782,29 @@ for run in results:
 
 # %%
 # The ceiling is a third timing of cuBLAS, and of the same call as the ladder's: 8192^3
-# float16, timed the same way (``median_ms``), but once per process, apart from the
-# sweeps. The two, side by side:
+# float16, timed the same way (``median_ms``), but once per process, before any other
+# kernel of the page has run; the ladder comes after minutes of sweeps. The two, side by
+# side, and beside the widest gap between the two sweeps above:
 
 for step in ladder:
     if step.ceiling is None or "cuBLAS" not in step.series:
         continue
     beside, alone = step["cuBLAS"][0], step.ceiling.value
+    sweeps = widest_apart.get(step.gpu)
     print(f"{step.gpu}, cuBLAS on {ladder_n}^3 float16 in TFLOP/s: {beside:.1f} in the "
-          f"ladder, {alone:.1f} as the ceiling ({alone / beside - 1:+.1%})")
+          f"ladder, {alone:.1f} as the ceiling ({alone / beside - 1:+.1%})"
+          + (f"; the two sweeps at most {sweeps:.1%} apart" if sweeps is not None else ""))
 
 # %%
-# The same call, timed the same way in the same run, gave both numbers: their gap is a
-# measure of how much the GPU's speed varies over a run. So this page reads ours against
-# the cuBLAS timed beside our kernel, and the ceiling only as a reference.
+# The same call, timed the same way, gave both numbers, and where the ceiling is far
+# above the ladder the gap is wider than any between the two sweeps. Those sweeps time
+# their calls in the middle of the run, minutes apart; the ceiling is timed first, on a
+# GPU that had been idle. The likely reason is the clock: a GPU starts a burst of work at
+# a higher clock than it can hold under sustained load, when its power and temperature
+# limits pull the clock down. Readings taken side by side share the clock, so their
+# ratios do not carry the gap; readings taken apart can differ by this much. So this page
+# reads ours against the cuBLAS timed beside our kernel, and the ceiling only as a
+# reference for scale.
 
 # %%
 # ``benchmarks/report.py`` compares the package with cuBLAS over many more shapes, in GPU
