@@ -5,7 +5,8 @@ thumbnail. Under the interpreter there are no timings, so several pages draw not
 would get sphinx-gallery's generic placeholder. After the gallery is generated, this
 extension gives each such page a small picture of its section's idea (a vector cut into
 program blocks with a masked tail for the basics, a tiled matrix product for the core
-kernels, a grid with one wrong element for debugging) with the page's number on it.
+kernels, a grid with one wrong element for debugging, a stub with its TODOs and the
+checker's tick for the exercises) with the page's number on it.
 Pages that drew a figure keep the thumbnail sphinx-gallery made from it.
 """
 
@@ -52,6 +53,23 @@ def _debug_grid(ax):
     ax.add_patch(_circle(0.6 + 5 * 0.9 + 0.4, 1.6 + 2 * 0.9 + 0.4, 0.75))
 
 
+def _stub_checked(ax):
+    # A file with lines of code, two of them still "TODO", beside the checker's verdict.
+    ax.add_patch(_rect(0.8, 0.9, 5.2, 5.4, "#f3f3f3"))
+    for line, (indent, width, todo) in enumerate([(0, 3.2, False), (0.5, 2.6, False),
+                                                  (0.5, 3.6, True), (0.5, 2.2, False),
+                                                  (0.5, 3.0, True), (0, 1.8, False)]):
+        y = 5.5 - line * 0.8
+        if todo:
+            ax.text(1.3 + indent, y + 0.22, "TODO", fontsize=10, fontweight="bold",
+                    color=ORANGE, va="center")
+        else:
+            ax.add_patch(_rect(1.3 + indent, y, width, 0.42, "#a6bddb"))
+    ax.text(7.9, 3.6, "\u2713", fontsize=48, color="#55a868", ha="center", va="center")
+    ax.text(7.9, 1.6, "check", fontsize=12, color="#333333", ha="center", va="center",
+            family="monospace")
+
+
 def _rect(x, y, w, h, color, hatch=None):
     from matplotlib.patches import Rectangle
 
@@ -64,7 +82,8 @@ def _circle(x, y, r):
     return Circle((x, y), r, fill=False, edgecolor="#333333", linewidth=3)
 
 
-MOTIFS = {"basics": _vector_blocks, "core_kernels": _tiled_matmul, "debugging": _debug_grid}
+MOTIFS = {"basics": _vector_blocks, "core_kernels": _tiled_matmul, "debugging": _debug_grid,
+          "exercises": _stub_checked}
 
 
 def draw_thumbnail(section: str, number: str) -> bytes:
