@@ -232,8 +232,9 @@ class Report:
             lines.append(self.stopped)
         lines.extend(self.notes)
         total, failed = len(self.results), len(self.failed_cases)
-        lines.append(f"all {total} cases pass" if self.passed else
-                     f"FAILED: {failed} of {total} cases fail (first: {first.case.name})")
+        run = f"{total} cases" if total == self.cases else f"the {total} cases run"
+        lines.append(f"all {run} pass" if self.passed else
+                     f"FAILED: {failed} of {run} fail (first: {first.case.name})")
         return lines
 
     def text(self) -> str:
@@ -841,7 +842,8 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                            "stride?), from masked-off lanes loaded without other=, or by "
                            "the arithmetic itself (inf - inf, 0 / 0)?")
     close = _largest_relative_error(actual, expected, bad)
-    if tf32_dots and close is not None and close <= ROUNDING_16_BIT[1]:
+    on_scale = _largest_error_on_scale(actual, expected, bad)
+    if tf32_dots and on_scale is not None and on_scale <= ROUNDING_16_BIT[1]:
         details.append("tl.dot with float32 operands: on a GPU the tensor cores read them as "
                        "tf32, keeping 10 of float32's 23 fraction bits (a relative error of "
                        "up to 9.8e-4 per operand), and the checker cuts them so here "
@@ -864,6 +866,11 @@ def _compare(exercise, case: Case, output: torch.Tensor, returned,
                        "not the checker's NaN: was the output zeroed and then never added "
                        "into (no program launched: a grid of n // BLOCK_SIZE is empty when n "
                        "< BLOCK_SIZE), or zeroed after the kernels ran?")
+        if bool((expected[bad] < 0).all()):
+            details.append("Or, if the kernel takes a maximum: every expected value here is "
+                           "negative, and a 0 that won a maximum reads so. Are masked-off "
+                           "lanes loaded with other=0 (a maximum needs -inf there), or a "
+                           "running maximum started at 0 rather than -inf?")
     return CaseResult(case, False, summary, details)
 
 
@@ -885,6 +892,20 @@ def _largest_relative_error(actual: torch.Tensor, expected: torch.Tensor,
     if not (bool(got.isfinite().all()) and bool(want.isfinite().all()) and bool(want.all())):
         return None
     return float(((got - want).abs() / want.abs()).max())
+
+
+def _largest_error_on_scale(actual: torch.Tensor, expected: torch.Tensor,
+                            bad: torch.Tensor) -> float | None:
+    """The largest error over the ``bad`` elements, relative to the largest finite expected
+    magnitude, or None unless every one of them is a finite number. A dot product's
+    rounding shows this way: an output near zero, whose terms cancel, keeps the error of
+    its terms, so its own relative error can be any size."""
+    got, want = actual[bad], expected[bad]
+    finite = expected[expected.isfinite()]
+    if not (bool(got.isfinite().all()) and bool(want.isfinite().all())) or not finite.numel():
+        return None
+    scale = float(finite.abs().max())
+    return float((got - want).abs().max()) / scale if scale else None
 
 
 def _grid_below(case: Case, launches: list[Launch], grid_dims: int) -> CaseResult | None:
