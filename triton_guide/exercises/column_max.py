@@ -84,7 +84,8 @@ LARGEST = [
 
 MISTAKES = [
     Mistake("padding_with_zero", "masked-off lanes load 0, which beats every negative value",
-            'other=-float("inf"))', "other=0.0)", "all_negative"),
+            'other=-float("inf"))', "other=0.0)", "all_negative",
+            reported="a 0 that won a maximum"),
     Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
             "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),
     Mistake("load_without_mask", "the tile is loaded without a mask: the last tiles read "
