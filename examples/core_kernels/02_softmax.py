@@ -292,8 +292,10 @@ for run in results:
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
 # is the fairer comparison. On short rows the line "fused / torch.softmax by row length"
-# names the lengths, if any, where ``torch.softmax`` was the faster; the next section
-# shows what those short calls measure.
+# names the lengths, if any, where ``torch.softmax`` was the faster. Read the left of the
+# plot with care: a call on short rows takes a few microseconds of GPU time, and what the
+# sweep times there is mostly the host's Python and the launch, not the kernel. The next
+# section, "The host's share", times the two apart.
 #
 # Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
 # The line "fused / naive by row length" sets the measured gap beside the traffic ratio at

@@ -106,7 +106,8 @@ for name, subtract_mean in (("LayerNorm", True), ("RMSNorm", False)):
 #   ``programs x N`` float32 buffer per summed gradient, however many rows ``x`` has:
 #   one for RMSNorm (``dw``), two for LayerNorm with a bias (``dw`` and ``db``). They are
 #   small next to ``x`` when the rows far outnumber the programs (two per SM on a GPU,
-#   four under the interpreter). For LayerNorm with a bias, at the size checked below:
+#   four under the interpreter, whose small checks make them a large share). For
+#   LayerNorm with a bias, at the size checked below:
 
 rows, hidden = runtime.pick(interpreter=(64, 1000), gpu=(16384, 4000))
 programs = default_num_partials(rows)
@@ -116,6 +117,12 @@ print(f"{rows} rows x {hidden}: {programs} programs of {-(-rows // programs)} ro
       f"partial sums 2 x {programs} x {hidden} float32 = {partial_bytes / 2**20:.2f} MiB "
       f"next to x in float32, {x_bytes / 2**20:.2f} MiB "
       f"({partial_bytes / x_bytes:.1%} of x)")
+if runtime.interpreting():
+    # The share is 2 x programs / rows whatever the hidden size. On a GPU the line above
+    # is for this GPU; here, what the same rows would cost on an H100 (132 SMs).
+    H100_SMS, GPU_ROWS = 132, 16384
+    print(f"on an H100: {2 * H100_SMS} programs (two per SM of {H100_SMS}) for {GPU_ROWS} "
+          f"rows: partial sums {2 * 2 * H100_SMS / GPU_ROWS:.1%} of x")
 
 # %%
 # .. literalinclude:: /../triton_guide/norms.py
@@ -274,6 +281,15 @@ def benchmark(direction, make, trips):
                 for name in ("rms_norm", "torch rms_norm", COPY)))
         print(f"{run.gpu}, {direction}, microseconds per call, rms_norm / torch rms_norm / "
               f"copy, by hidden size: {'; '.join(times)}")
+        first, last = 0, run.largest
+        more_bytes = run.xs[last] / run.xs[first]
+        growth = []
+        for name in run.series:
+            micros = [us_per_call(trips * ROWS * run.xs[i] * 2, run[name][i])
+                      for i in (first, last)]
+            growth.append(f"{name} {micros[1] / micros[0]:.1f}x")
+        print(f"{run.gpu}, {direction}, time per call at hidden {run.xs[last]} over hidden "
+              f"{run.xs[first]} ({more_bytes:.0f}x the bytes): {', '.join(growth)}")
     return results
 
 
@@ -288,10 +304,12 @@ forward_results = benchmark("forward", forward, trips=TRIPS["forward"])
 backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 
 # %%
-# Read the ratios by size next to the times per call printed last. At the small sizes
-# the copy of the same bytes takes microseconds, while our calls take several times as
-# long, and their time does not follow the bytes: a cost per call that is not the
-# kernel's reading sets it. Part of that cost may be the host's. Every call of
+# Read the ratios by size next to the times per call printed last, and the growth line
+# under them. A call whose time grows far less than the bytes it moves (the copy's
+# grows with them) is set by a cost per call, not by its kernel's reading: where ours
+# grows little, "ours / torch" at those sizes compares fixed costs, not kernels, and
+# a ratio below 1 there says that our call costs more, not that our kernel reads
+# slower. Part of that cost may be the host's. Every call of
 # ``rms_norm`` runs Python before its kernel is queued (argument checks, the autograd
 # wrapper, the launch; the backward launches two kernels, three for ``layer_norm`` with
 # a bias). These sweeps time one call as a program makes it, with
@@ -375,6 +393,9 @@ for runs in zip(forward_results, backward_results):
 # * Measure a memory-bound kernel against a copy of the same bytes: that is the ceiling.
 #   Read the ratio as the kernel's only where the call's time grows with the bytes; where
 #   a fixed cost per call sets the time, the ratio is a floor.
+# * Where our calls lose to torch here, check first whether their time grows with the
+#   bytes (the growth lines): a call that costs the same at every size is paying a fixed
+#   cost per call, which a faster kernel would not remove.
 #
 # Used here: :func:`triton_guide.layer_norm`, :func:`triton_guide.rms_norm`,
 # :func:`triton_guide.layer_norm_reference`, :func:`triton_guide.rms_norm_reference`,
