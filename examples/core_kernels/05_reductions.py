@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
+from triton_guide.benchmark import Benchmark, gb_per_s, out_of_line, us_per_call
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
@@ -340,15 +340,31 @@ results = bench.sweep(
 )
 results.plot()
 results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
+methods = ("two_stage", "atomic", "torch.sum")
 for run in results:
     print(f"{run.gpu}, two_stage / atomic / torch.sum time per call, and two_stage minus "
           "atomic:")
+    micros = {name: [us_per_call(4 * size, rate) for size, rate in zip(run.xs, run[name])]
+              for name in methods}
     for i, size in enumerate(run.xs):
-        times = [us_per_call(4 * size, run[name][i])
-                 for name in ("two_stage", "atomic", "torch.sum")]
+        times = [micros[name][i] for name in methods]
         print(f"  n = 2^{size.bit_length() - 1} ({4 * size / 2**20:g} MiB): "
               + " / ".join(f"{t:,.0f}" for t in times)
-              + f" us; {times[0] - times[1]:+,.0f} us")
+              + f" us; {round(times[0] - times[1]):+,d} us")
+    # Where each call's time starts to follow n: the first size at twice the smallest's,
+    # leaving out readings that a larger size beat (out_of_line: the run's, not the
+    # kernel's).
+    doubles, slow = [], []
+    for name in methods:
+        left_out = out_of_line(micros[name])
+        slow += [f"{name} at n = 2^{run.xs[i].bit_length() - 1}" for i in left_out]
+        kept = [(size, t) for i, (size, t) in enumerate(zip(run.xs, micros[name]))
+                if i not in left_out]
+        first = next((size for size, t in kept if t >= 2 * kept[0][1]), None)
+        doubles.append(f"{name} at n = 2^{first.bit_length() - 1}" if first
+                       else f"{name} never")
+    print(f"  time per call first twice the smallest size's: {', '.join(doubles)}")
+    print(f"  left out, slower than a larger size: {', '.join(slow) or 'none'}")
 
 # %%
 # On the plot's linear GB/s axis the small sizes' rates lie too close to zero to be
@@ -365,7 +381,11 @@ for run in results:
 #
 # Read the times one GPU at a time: where a row's times hardly change from one n to the
 # next, fixed costs set them, and the last column, the two-stage sum's extra time, need
-# not behave alike on two machines.
+# not behave alike on two machines. The last line for each GPU says where each call's
+# time first reaches twice its time at the smallest size: below that size a call costs
+# about the same whatever it reads, and the ratios there compare fixed costs (the
+# host's and the launches'), not reading speeds. Those costs differ between machines
+# far more than the kernels do.
 #
 # These times do not say what the host spends on a launch. The timer (``do_bench``,
 # through ``median_ms``) clears the L2 cache with a kernel before every timed call and
