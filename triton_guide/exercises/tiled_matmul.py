@@ -82,6 +82,16 @@ LARGEST = [largest("largest", "M = N = K = 4096, the statement's largest", {
 
 
 MISTAKES = [
+    Mistake("k_tail_dropped", "the loop over K visits full blocks only, so the products of "
+            "the last K % BLOCK_K columns of a and rows of b are never added",
+            "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K + 1, BLOCK_K)", "tail_of_1"),
+    Mistake("k_unmasked_in_a", "a's load masks rows but not K: the last K step reads past "
+            "the end of each row of a (into the next row, and past the end of a after the "
+            "last); b's mask zeroes those products, so the result is right, and a GPU reads "
+            "memory the kernel does not own",
+            "mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)",
+            "mask=rows[:, None] < M, other=0.0)", "deep", reported="past the end of a",
+            needs_interpreter=True),
     Mistake("grid_rounded_down", "the grid M // BLOCK_M, N // BLOCK_N drops the ragged tiles",
             "triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N)",
             "M // BLOCK_M, N // BLOCK_N", "n=1"),
