@@ -6,7 +6,7 @@ Constraints:
 
 * ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view: use
   ``x.stride(0)`` and ``x.stride(1)``. ``1 <= M, N <= 10**5``, and every element's offset
-  ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31`` (int32 offsets reach it).
+  ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31`` (so int32 offsets suffice).
 * Each program owns a block of columns and walks down the rows a tile at a time. Lanes
   outside the matrix must not win the maximum: load them as ``-inf`` (``other=``). Not 0,
   or a column of negative numbers comes out as 0; nor a large finite negative, as values
@@ -75,16 +75,17 @@ def cases(generator):
 
 # The statement's largest sizes, each with every offset below 2**31.
 LARGEST = [
-    largest("most_rows", "M = 10**5 rows of 21474 columns", {
+    largest("most_rows", "M = 10**5 rows of 21474 columns (offsets below 2**31)", {
         "x": (10**5, 21474), "out": Output((21474,)), "M": 10**5, "N": 21474}),
-    largest("most_columns", "N = 10**5 columns of 21474 rows", {
+    largest("most_columns", "N = 10**5 columns of 21474 rows (offsets below 2**31)", {
         "x": (21474, 10**5), "out": Output((10**5,)), "M": 21474, "N": 10**5}),
 ]
 
 
 MISTAKES = [
     Mistake("padding_with_zero", "masked-off lanes load 0, which beats every negative value",
-            'other=-float("inf"))', "other=0.0)", "all_negative",
+            'tile = tl.load(pointers, mask=mask, other=-float("inf"))',
+            "tile = tl.load(pointers, mask=mask, other=0.0)", "all_negative",
             reported="a 0 that won a maximum"),
     Mistake("contiguous_rows", "assumes row i starts at i * N and columns are adjacent",
             "x.stride(0), x.stride(1)", "N, 1", "non_contiguous"),

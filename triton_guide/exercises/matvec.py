@@ -7,7 +7,7 @@ Constraints:
 * ``a`` is a float32 matrix of shape ``(M, K)``, possibly a non-contiguous view: use
   ``a.stride(0)`` and ``a.stride(1)``. ``x`` is a contiguous float32 vector of ``K``
   elements; ``out`` a contiguous float32 vector of ``M``. ``1 <= M, K <= 10**5``, and
-  every element's offset in ``a`` is below ``2**31`` (int32 offsets reach it).
+  every element's offset in ``a`` is below ``2**31`` (so int32 offsets suffice).
 * Each program owns ``BLOCK_M`` rows and walks along ``K`` a ``(BLOCK_M, BLOCK_K)`` tile at a
   time: multiply the tile by the matching piece of ``x`` broadcast over the rows, and sum
   along ``axis=1``. Accumulate in float32.
@@ -71,9 +71,9 @@ def cases(generator):
 
 # The statement's largest sizes, each with every offset below 2**31.
 LARGEST = [
-    largest("most_rows", "M = 10**5 rows of 21474", {
+    largest("most_rows", "M = 10**5 rows of 21474 (offsets below 2**31)", {
         "a": (10**5, 21474), "x": (21474,), "out": Output((10**5,)), "M": 10**5, "K": 21474}),
-    largest("longest_rows", "K = 10**5: 21474 rows of 10**5", {
+    largest("longest_rows", "K = 10**5: 21474 rows of 10**5 (offsets below 2**31)", {
         "a": (21474, 10**5), "x": (10**5,), "out": Output((21474,)), "M": 21474, "K": 10**5}),
 ]
 

@@ -9,7 +9,7 @@ Constraints:
 * ``x`` is a float32 matrix of shape ``(M, N)``, possibly a non-contiguous view (use its
   strides); ``out`` is a contiguous float32 vector of ``M``. ``1 <= M <= 10**5``,
   ``1 <= N <= 10**6``: a row does not fit in one block. Every element's offset is below
-  ``2**31`` (int32 offsets reach it).
+  ``2**31`` (so int32 offsets suffice).
 * ``logsumexp(x) = m + log(sum exp(x - m))`` for the row maximum ``m``; values reach
   ``|x| = 10**4``, so the shift is needed both ways (``exp(10**4)`` overflows,
   ``exp(-10**4)`` underflows to 0 and ``log(0) = -inf``).
@@ -99,7 +99,7 @@ def cases(generator):
 
 # The statement's largest sizes, each with every offset below 2**31.
 LARGEST = [
-    largest("most_rows", "M = 10**5 rows of 21474", {
+    largest("most_rows", "M = 10**5 rows of 21474 (offsets below 2**31)", {
         "x": (10**5, 21474), "out": Output((10**5,)), "M": 10**5, "N": 21474}),
     largest("longest_rows", "N = 10**6: 2147 rows of a million", {
         "x": (2147, 10**6), "out": Output((2147,)), "M": 2147, "N": 10**6}),

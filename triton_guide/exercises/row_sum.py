@@ -11,7 +11,7 @@ Constraints:
 * ``1 <= M <= 10**5`` and ``1 <= N <= 10**6``: a row may be longer than any block you can
   hold, so each program walks its row block by block and adds as it goes. Every
   element's offset ``i * x.stride(0) + j * x.stride(1)`` is below ``2**31``, so int32
-  offsets reach it (past that, see the common-mistakes page on 64-bit offsets).
+  offsets suffice (past that, see the common-mistakes page on 64-bit offsets).
 * ``out`` is a contiguous float32 vector of ``M`` elements. Accumulate in float32.
 * Load the masked-off lanes with ``other=0.0``: without ``other=`` they are undefined on a
   GPU (the checker's interpreter runs make them NaN).
@@ -72,7 +72,7 @@ def cases(generator):
 
 # The statement's largest sizes, each with every offset below 2**31.
 LARGEST = [
-    largest("most_rows", "M = 10**5 rows of 21474", {
+    largest("most_rows", "M = 10**5 rows of 21474 (offsets below 2**31)", {
         "x": (10**5, 21474), "out": Output((10**5,)), "M": 10**5, "N": 21474}),
     largest("longest_rows", "N = 10**6: 2147 rows of a million", {
         "x": (2147, 10**6), "out": Output((2147,)), "M": 2147, "N": 10**6}),
