@@ -154,3 +154,20 @@ def test_notebook_states_an_automodule_by_its_docstring():
 ], ids=["reference", "code_and_text_with_spaces_kept"])
 def test_notebook_keeps_the_text_of_a_half_converted_reference(markdown, plain):
     assert _notebooks_module().plain_references(markdown) == plain
+
+
+@pytest.mark.parametrize("text, summary", [
+    pytest.param("Every launch needs a grid: how many programs to start. More here.",
+                 "Every launch needs a grid: how many programs to start.", id="colon_inside"),
+    pytest.param("Two sentences. The second.", "Two sentences.", id="full_stop"),
+    pytest.param("Line one\nwraps here? Next.", "Line one wraps here?", id="wrapped_question"),
+    pytest.param("Ends in a colon:\n\n    code", "Ends in a colon.", id="paragraph_ends_in_colon"),
+    pytest.param("No full stop", "No full stop", id="no_full_stop"),
+])
+def test_lesson_summary_is_the_first_sentence(text, summary):
+    sys.path.insert(0, str(EXTENSIONS))
+    try:
+        from lessons import _first_sentence
+    finally:
+        sys.path.remove(str(EXTENSIONS))
+    assert _first_sentence(text) == summary

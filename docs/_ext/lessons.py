@@ -19,8 +19,10 @@ from docutils.statemachine import StringList
 
 
 def _first_sentence(text: str) -> str:
+    """The first sentence of the first paragraph; a colon does not end it (what follows
+    one says what the page is about), a paragraph that ends in one ends with a full stop."""
     paragraph = " ".join(text.strip().split("\n\n")[0].split())
-    match = re.match(r"(.+?[.:!?])(\s|$)", paragraph)
+    match = re.match(r"(.+?[.!?])(\s|$)", paragraph)
     sentence = match.group(1) if match else paragraph
     return sentence.rstrip(":") + ("." if sentence.endswith(":") else "")
 

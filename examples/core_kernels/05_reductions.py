@@ -2,7 +2,7 @@
 Reductions across programs: two stages or atomics
 =================================================
 
-A program can sum the block it holds with one ``tl.sum``. A long vector is many blocks,
+A program can sum the block it holds with one ``tl.sum``; a long vector is many blocks,
 spread over many programs that cannot see each other's registers. Their partial sums
 have to meet somewhere, and there are two common places: a second kernel, or one memory
 cell that every program adds into with an atomic.
