@@ -76,14 +76,24 @@ print("x + y =", vector_add(x, y, block_size=block_size).tolist())
 # ----------------------------------------
 # With ``TRITON_INTERPRET=1`` a kernel is ordinary Python run once per program, so
 # ordinary Python tools work inside it: ``print``, ``breakpoint()`` (then ``p offsets``
-# at the pdb prompt), a debugger in your editor. A page cannot type at a pdb prompt, so
+# at the pdb prompt), a debugger in your editor. Turn it on for one run of your own
+# script from the shell, before Python starts (Triton reads it when a kernel is
+# defined, so setting it later in the script is too late):
+#
+# .. code-block:: bash
+#
+#    TRITON_INTERPRET=1 python my_kernel.py
+#
+# A page cannot type at a pdb prompt, so
 # here ``sys.settrace`` does the stepping: :func:`~triton_guide.debugging.trace_kernel`
 # records every line each program runs and the variables that line assigned.
 # :func:`~triton_guide.debugging.interpreted` gives the interpreted kernel even on a GPU
 # machine, so this cell prints the same thing everywhere.
 #
-# .. literalinclude:: /../triton_guide/debugging.py
-#    :pyobject: trace_kernel
+# .. dropdown:: How ``trace_kernel`` steps through a kernel
+#
+#    .. literalinclude:: /../triton_guide/debugging.py
+#       :pyobject: trace_kernel
 
 
 def shown(value: object) -> object:

@@ -77,11 +77,16 @@ x = x_buffer[:n]
 x.copy_(torch.arange(n, dtype=torch.float32))
 out = out_buffer[:n]
 wrong_add_without_mask[(1,)](x, x, out, BLOCK_SIZE=block)
-print("without a mask, the output buffer:", out_buffer.tolist())
+def whole_numbers(values):
+    """A buffer of whole numbers, printed short enough to stay on one line."""
+    return "[" + ", ".join(f"{value:g}" for value in values.tolist()) + "]"
+
+
+print("without a mask, the output buffer:", whole_numbers(out_buffer))
 overwritten = out_buffer[n:][out_buffer[n:] != -1.0]
 out_buffer.fill_(-1.0)
 out_buffer[:n] = vector_add(x, x, block_size=block)
-print("with the mask (vector_add):      ", out_buffer.tolist())
+print("with the mask (vector_add):      ", whole_numbers(out_buffer))
 print(f"lanes {n}..{block - 1} read the neighbours' {x_buffer[n].item():g}s and "
       f"overwrote {overwritten.numel()} elements of the neighbouring data with "
       + ", ".join(f"{value:g}" for value in sorted(set(overwritten.tolist()))))
