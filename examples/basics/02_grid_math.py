@@ -114,9 +114,12 @@ for pid_m in range(grid[0]):
         tile_rows = slice(pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M)
         tile_cols = slice(pid_n * BLOCK_N, (pid_n + 1) * BLOCK_N)
         paler = 0.7 * pid_n / max(grid[1] - 1, 1)  # mixed with this much white
-        owner[tile_rows, tile_cols] = (1 - paler) * hues[pid_m] + paler
+        colour = (1 - paler) * hues[pid_m] + paler
+        owner[tile_rows, tile_cols] = colour
+        dark = colour @ np.array([0.299, 0.587, 0.114]) < 0.5  # luminance: white text on it
         ax.text(pid_n * BLOCK_N + BLOCK_N / 2, pid_m * BLOCK_M + BLOCK_M / 2,
-                f"({pid_m},{pid_n})", ha="center", va="center", fontsize=7)
+                f"({pid_m},{pid_n})", ha="center", va="center", fontsize=9,
+                color="white" if dark else "black")
 ax.imshow(owner, interpolation="nearest")
 ax.set_xlabel("column")
 ax.set_ylabel("row")
