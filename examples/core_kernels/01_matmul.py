@@ -177,14 +177,19 @@ for ax, (name, mapping) in zip(axes, orders.items()):
 
 row_major, grouped = orders.values()
 print(f"{tiles} x {tiles} tiles of C, K {tiles} tiles long, GROUP_SIZE_M = {group}")
-print("first programs | row-major: A rows, B cols, input tiles | grouped: the same")
+print(f"{'':>8} | {'row-major':^22} | {'grouped':^22} |")
+print(f"{'programs':>8} | {'A rows':>6} {'B cols':>6} {'tiles':>8} | "
+      f"{'A rows':>6} {'B cols':>6} {'tiles':>8} | verdict")
 for num_programs in (9, 18, 27, 36, 45, 81):
     counts = [tiles_read(mapping, num_programs) for mapping in (row_major, grouped)]
     loads = [(rows + cols) * tiles for rows, cols in counts]
     verdict = ("grouped reads fewer" if loads[1] < loads[0] else
                "a tie" if loads[1] == loads[0] else "grouped reads MORE")
-    print(f"{num_programs:>14} | {counts[0][0]:>9} {counts[0][1]:>7} {loads[0]:>6} | "
-          f"{counts[1][0]:>7} {counts[1][1]:>7} {loads[1]:>6}   {verdict}")
+    print(f"{num_programs:>8} | " + " | ".join(
+        f"{rows:>6} {cols:>6} {load:>8}" for (rows, cols), load in zip(counts, loads))
+        + f" | {verdict}")
+print("(programs: the first ones, running together; A rows and B cols: the tiles of each "
+      "they read; tiles: input tiles loaded over the K loop)")
 
 # %%
 # In this toy, grouping wins when the programs running together fit in one group, ties
