@@ -133,17 +133,19 @@ print("and on lengths 1, 17 and 1025")
 # Bandwidth
 # ---------
 # Each element costs 12 bytes of memory traffic (two 4-byte reads, one 4-byte write) and
-# one addition: the kernel is bound by memory bandwidth, so we measure GB/s. Small
-# vectors cannot fill the GPU and are dominated by the launch; large ones should
-# approach the copy bandwidth of the card: the wide pale line is that ceiling, a
-# device-to-device copy of 1 GiB measured in the same run. It is a reference, not a
-# hardware limit: it is itself one kernel's measurement, with its own run-to-run noise,
-# and a copy reads and writes equal amounts where vector addition reads two bytes for
-# each byte it writes, a mix the memory may serve a little faster. A point a few percent
-# above the line means the kernel moves data as fast as the memory delivers it, not
-# faster than the hardware allows. PyTorch's ``x + y`` is the baseline, timed in the
-# same run too. Without a GPU the plot shows the recorded results of every GPU measured
-# so far, one colour each.
+# one addition: the kernel is bound by memory bandwidth, so we measure GB/s.
+#
+# * Small vectors cannot fill the GPU: the launch dominates their time.
+# * Large ones should approach the copy bandwidth of the card. The wide pale line is that
+#   ceiling: a device-to-device copy of 1 GiB, measured in the same run.
+# * The ceiling is a reference, not a hardware limit. It is one kernel's measurement,
+#   with its own noise, and a copy reads and writes equal amounts where vector addition
+#   reads two bytes for each byte it writes, a mix the memory may serve a little faster.
+#   A point a few percent above the line moves data as fast as the memory delivers it.
+# * The baseline is PyTorch's ``x + y``, timed in the same run too.
+#
+# Without a GPU the plot shows the recorded results of every GPU measured so far, one
+# colour each.
 
 sizes = [2**k for k in range(12, 29, 2)]
 

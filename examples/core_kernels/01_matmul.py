@@ -236,23 +236,28 @@ check_step(matmul_grouped, "step 2 (grouped)")
 #   instead of masked: the loads stay inside the matrices, and the rows they fetch twice
 #   are computed but never stored (the store is masked). Only K keeps a load mask.
 # * Alignment hints. Triton compiles a separate kernel for integers that are multiples of
-#   16, and only then knows a row of A starts on a 16-byte boundary. At 1000 x 1000 it
-#   cannot know that, and it falls back to moving one element at a time. The launcher
-#   checks the row strides and sizes itself and passes the alignment it finds (8 elements
-#   for rows of 1000 float16 values) as ``A_ALIGN``, ``B_ALIGN`` and ``C_ALIGN``. The
-#   kernel states it for offsets with ``tl.multiple_of`` and ``tl.max_contiguous``, which
-#   mark tensors only. For the sizes that the masks compare with, it rewrites K as
-#   ``(K // A_ALIGN) * A_ALIGN`` and N as ``(N // C_ALIGN) * C_ALIGN``, by C's alignment
-#   (where A is stored by columns, M by ``A_ALIGN`` instead of K; where B is, K by
-#   ``B_ALIGN`` too). Each is the same number, now visibly a multiple, so a mask comes in
-#   runs of 8 elements and the masked loads and the store still move 16 bytes. A hint is
-#   a promise: a wrong one gives wrong results, so it is only ever what the launcher
-#   proved. The same goes for a matrix stored column by column, a transposed view such as
-#   ``w.t()`` in ``x @ w.t()`` or in any product of a backward pass: the launcher passes
-#   ``A_COLUMNS`` (``B_COLUMNS``) with the alignment of the columns, and
-#   ``tile_pointers`` (below) states it down the columns instead of along the rows;
-#   without it, a transposed B of 1000 x 1000 was read one element at a time (measured in
-#   ``benchmarks/NOTES.md``).
+#   16, and only then knows that a row of A starts on a 16-byte boundary. At 1000 x 1000
+#   it cannot know that, and it falls back to moving one element at a time. So:
+#
+#   - the launcher checks the row strides and sizes itself and passes the alignment it
+#     finds (8 elements for rows of 1000 float16 values) as ``A_ALIGN``, ``B_ALIGN`` and
+#     ``C_ALIGN``;
+#   - the kernel states it for offsets with ``tl.multiple_of`` and
+#     ``tl.max_contiguous``, which mark tensors only;
+#   - for the sizes that the masks compare with, it rewrites K as
+#     ``(K // A_ALIGN) * A_ALIGN`` and N as ``(N // C_ALIGN) * C_ALIGN`` (where A is
+#     stored by columns, M by ``A_ALIGN`` instead of K; where B is, K by ``B_ALIGN``
+#     too): the same number, now visibly a multiple, so a mask comes in runs of 8
+#     elements and the masked loads and the store still move 16 bytes;
+#   - a matrix stored column by column (a transposed view such as ``w.t()`` in
+#     ``x @ w.t()``, or in any product of a backward pass) gets ``A_COLUMNS``
+#     (``B_COLUMNS``) with the alignment of its columns, and ``tile_pointers`` (below)
+#     states it down the columns instead of along the rows. Without it, a transposed B
+#     of 1000 x 1000 was read one element at a time (measured in
+#     ``benchmarks/NOTES.md``).
+#
+#   A hint is a promise: a wrong one gives wrong results, so it is only ever what the
+#   launcher proved.
 # * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
 #   of A starts on a 16-byte boundary. For products large enough to repay it, the launcher
 #   first copies A into rows padded with zeros to a multiple of 16 elements, and B into a
@@ -325,26 +330,30 @@ check_step(matmul_pointer_loads, "step 3 (autotuned)")
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_tma_kernel
 #
-# The descriptor's tile shape has to match the configuration the autotuner is trying, so
-# each configuration carries a pre-hook that sets it (``_set_tile_shapes`` in
-# ``triton_guide/matmul.py``). TMA has a condition of its own: the matrix's start and the
-# distance between its rows (columns) must be multiples of 16 bytes. Rows of 4093 float16
-# values are 8186 bytes apart, and no descriptor can read them. For a product large enough
-# to repay it, the launcher copies such a matrix into a buffer whose rows are padded to
-# the next 16 bytes. Unlike step 3's copies, this one keeps the matrix's own order (rows
-# or columns), so it reads and writes memory in long runs, and it leaves the padding
-# unwritten: the descriptor has the matrix's own shape, and past it the copy engine
-# returns zeros. The output has the same trouble: a row of 4097 float16 values starts off
-# a 16-byte boundary, and the store can write it only one value at a time. So for large
-# products the kernel writes c into rows padded to 16 bytes (the padding columns, products
-# with the zeros past B's edge, are zeros), and the launcher copies the real columns out
-# (:func:`~triton_guide.matmul.output_width`). Small products of such rows, and GPUs
-# without TMA, keep step 3's kernel.
-# Measured on an H100 on the same float16 and bfloat16 inputs, from 1 row to 8192 and in
-# every layout, the descriptor kernel ran level with the pointer kernel (a few percent
-# behind at worst) or ahead of it, furthest where B is stored by columns
-# (``benchmarks/NOTES.md``), so the launcher's rule has no other condition (float32 was
-# checked, not timed):
+# Three details make it work in every case ``matmul`` accepts:
+#
+# * **The tile shape.** A descriptor's tile shape has to match the configuration the
+#   autotuner is trying, so each configuration carries a pre-hook that sets it
+#   (``_set_tile_shapes`` in ``triton_guide/matmul.py``).
+# * **Rows TMA cannot read.** The matrix's start and the distance between its rows
+#   (columns) must be multiples of 16 bytes. Rows of 4093 float16 values are 8186 bytes
+#   apart, and no descriptor can read them. For a product large enough to repay it, the
+#   launcher copies such a matrix into a buffer whose rows are padded to the next 16
+#   bytes. Unlike step 3's copies, this one keeps the matrix's own order (rows or
+#   columns), so it reads and writes memory in long runs, and it leaves the padding
+#   unwritten: the descriptor has the matrix's own shape, and past it the copy engine
+#   returns zeros.
+# * **An output with such rows.** A row of 4097 float16 values starts off a 16-byte
+#   boundary, and the store could write it only one value at a time. So for large
+#   products the kernel writes c into rows padded to 16 bytes (the padding columns,
+#   products with the zeros past B's edge, are zeros), and the launcher copies the real
+#   columns out (:func:`~triton_guide.matmul.output_width`).
+#
+# Small products of such rows, and GPUs without TMA, keep step 3's kernel. Measured on an
+# H100 on the same float16 and bfloat16 inputs, from 1 row to 8192 and in every layout,
+# the descriptor kernel ran level with the pointer kernel (a few percent behind at worst)
+# or ahead of it, furthest where B is stored by columns (``benchmarks/NOTES.md``), so the
+# launcher's rule has no other condition (float32 was checked, not timed):
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: kernel_inputs
