@@ -307,9 +307,9 @@ placed = bench.sweep(
 copy_gb_s = {run.slug: run.ceiling.value for run in levels if run.ceiling}
 markers = ["o", "s", "^", "D", "v", "P"]
 footer = 0.16 * len(placed)  # inches for one provenance line per GPU
-height = 4.6 + footer
-figure = plt.figure(figsize=(7, height))
-axes = figure.add_axes((0.1, (0.55 + footer) / height, 0.56, 3.6 / height))
+height = 5.2 + footer
+figure = plt.figure(figsize=(8, height))
+axes = figure.add_axes((0.09, (0.55 + footer) / height, 0.6, 4.2 / height))
 for j, cost in enumerate(kernels.values()):  # each kernel's intensity, on the x axis
     axes.axvline(cost.intensity, color="gray", linestyle=":", linewidth=1)
     axes.plot(cost.intensity, 0.03, color="black", marker=markers[j],
