@@ -62,3 +62,30 @@ def test_every_page_imports_triton_after_triton_guide(page):
     guide_line = _first_import_line(source, "triton_guide")
     assert guide_line is not None and guide_line < triton_line, (
         f"{page.name}: line {triton_line + 1} imports triton before triton_guide")
+
+
+@pytest.mark.parametrize("triton_version, numpy_version, conflict", [
+    pytest.param("3.6.0", "2.4.6", True, id="triton_3.6_numpy_2.4_fails"),
+    pytest.param("3.6.0", "2.4.0rc1", True, id="a_release_candidate_counts"),
+    pytest.param("3.6.0", "2.3.5", False, id="numpy_2.3_only_warns"),
+    pytest.param("3.7.1", "2.4.6", False, id="triton_3.7_fixed_it"),
+    pytest.param("3.9.0", "2.4.6", False, id="the_cpu_pins"),
+    pytest.param("3.10.0", "3.0.0", False, id="two_digit_minor"),
+])
+def test_numpy_conflict_names_triton_3_6_with_numpy_2_4(triton_version, numpy_version,
+                                                          conflict):
+    from triton_guide.runtime import numpy_conflict
+
+    said = numpy_conflict(triton_version, numpy_version)
+    assert (said is not None) == conflict, said
+    if conflict:
+        assert 'pip install "numpy<2.4"' in said and triton_version in said
+
+
+def test_the_installed_versions_raise_no_warning_when_they_agree():
+    done = run_python("import triton_guide")
+    from importlib.metadata import version
+
+    from triton_guide.runtime import numpy_conflict
+    expected = numpy_conflict(version("triton"), version("numpy")) is not None
+    assert ("fails on numpy" in done.stderr) == expected, done.stderr

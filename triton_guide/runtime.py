@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import TypeVar
 
@@ -42,6 +43,46 @@ if _INTERPRETING and not _REQUESTED:
         "(TRITON_INTERPRET=1) on the CPU, with small problem sizes; timings are not "
         "performance."
     )
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as "3.6.0" or "2.4.0rc1"."""
+    numbers = [int(part) for part in re.findall(r"\d+", version)[:2]]
+    return tuple(numbers + [0] * (2 - len(numbers)))
+
+
+def numpy_conflict(triton_version: str, numpy_version: str) -> str | None:
+    """Why Triton's interpreter cannot run every kernel with this numpy, or None.
+
+    Triton 3.6's interpreter converts one-element arrays to integers in a way that numpy
+    2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars", in any
+    kernel whose loop bound or index comes from a tensor); numpy 2.3 only warns. Measured
+    with this package's tests: triton 3.6.0 passes with numpy 2.3.5 and fails with 2.4.6;
+    3.7.1, 3.8.0 and 3.9.0 pass with 2.4.6.
+    """
+    if _release(triton_version) < (3, 7) and _release(numpy_version) >= (2, 4):
+        return (f"triton {triton_version}'s interpreter fails on numpy {numpy_version} "
+                "(\"only 0-dimensional arrays can be converted to Python scalars\"); the "
+                "interpreter runs the kernels without a GPU, and the debugging pages and "
+                "the exercise checker use it on a GPU too. Install numpy older than 2.4 "
+                "(pip install \"numpy<2.4\"), or triton 3.7 or later.")
+    return None
+
+
+def _versions() -> tuple[str, str]:
+    """The installed triton's and numpy's versions, without importing triton (which must
+    see TRITON_INTERPRET first)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton"), version("numpy")
+    except PackageNotFoundError:
+        return "0", "0"  # not installed as a distribution: nothing to compare
+
+
+_CONFLICT = numpy_conflict(*_versions())
+if _CONFLICT:
+    _log.warning("triton_guide: %s", _CONFLICT)
 
 
 def interpreting() -> bool:
