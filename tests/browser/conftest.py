@@ -141,23 +141,23 @@ class PageVisit:
             "imgs => imgs.map(i => ({src: i.currentSrc || i.src,"
             " loaded: i.complete && i.naturalWidth > 0}))",
         )
-        self.overflowing = page.eval_on_selector_all(
+        # Every code block's box against what its text needs, measured once: a block
+        # wider than its box needs a horizontal scroll bar, one taller a vertical one
+        # (its last lines hidden from a reader who does not scroll inside it).
+        blocks = page.eval_on_selector_all(
             "div.highlight pre",
-            """blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1).map(b => ({
-                width: b.clientWidth, needed: b.scrollWidth,
-                line: b.innerText.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''),
+            """blocks => blocks.map(b => ({
+                width: b.clientWidth, needed_width: b.scrollWidth,
+                height: b.clientHeight, needed_height: b.scrollHeight,
+                lines: b.innerText.trimEnd().split('\\n'),
             }))""",
         )
-        # Blocks whose end is hidden behind a vertical scroll bar: the last line a reader
-        # would not see without scrolling inside the block.
-        self.clipped = page.eval_on_selector_all(
-            "div.highlight pre",
-            """blocks => blocks.filter(b => b.scrollHeight > b.clientHeight + 1).map(b => ({
-                height: b.clientHeight, needed: b.scrollHeight,
-                last: b.innerText.trimEnd().split('\\n').pop(),
-            }))""",
-        )
-
+        self.overflowing = [
+            {"width": b["width"], "needed": b["needed_width"], "line": max(b["lines"], key=len)}
+            for b in blocks if b["needed_width"] > b["width"] + 1]
+        self.clipped = [
+            {"height": b["height"], "needed": b["needed_height"], "last": b["lines"][-1]}
+            for b in blocks if b["needed_height"] > b["height"] + 1]
 
 _visits: dict[str, PageVisit] = {}
 
