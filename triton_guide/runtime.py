@@ -55,8 +55,9 @@ def numpy_conflict(triton_version: str, numpy_version: str) -> str | None:
     """Why Triton's interpreter cannot run every kernel with this numpy, or None.
 
     Triton 3.6's interpreter converts one-element arrays to integers in a way that numpy
-    2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars", in any
-    kernel whose loop bound or index comes from a tensor); numpy 2.3 only warns. Measured
+    2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars", wherever
+    a kernel's value stands where Python needs an integer, a loop bound say); numpy 2.3
+    only warns. Measured
     with this package's tests: triton 3.6.0 passes with numpy 2.3.5 and fails with 2.4.6;
     3.7.1, 3.8.0 and 3.9.0 pass with 2.4.6.
     """

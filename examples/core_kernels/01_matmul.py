@@ -49,8 +49,8 @@ device = runtime.device()
 # with the size: large products are limited by arithmetic, not memory. Where the line lies
 # depends on the GPU: its arithmetic rate over its memory bandwidth, here the two ceilings
 # measured on each GPU (a large cuBLAS float16 product, and a 1 GiB device-to-device copy
-# from the vector-add page's run): live on this build's GPU, recorded for the others. Both
-# are timed first in their process, on an idle GPU; the end of the page compares the
+# from the vector-add page's run): live on this build's GPU, recorded for the others. Each
+# is timed once per process, apart from the sweeps; the end of the page compares the
 # product's reading with the same call timed later in the run.
 
 for n in (256, 1024, 4096):
@@ -812,10 +812,10 @@ for step in ladder:
 # %%
 # The same call, timed the same way, gave both numbers, and where the ceiling is far
 # above the ladder the gap is wider than any between the two sweeps. Those sweeps time
-# their calls in the middle of the run, minutes apart; the ceiling is timed first, on a
-# GPU that had been idle. The likely reason is the clock: a GPU starts a burst of work at
-# a higher clock than it can hold under sustained load, when its power and temperature
-# limits pull the clock down. Readings taken side by side share the clock, so their
+# their calls in the middle of the run, minutes apart; the ceiling is timed before any of
+# the page's own kernels has run. The likely reason is the clock, which this page does
+# not record: a GPU starts a burst of work at a higher clock than it can hold under
+# sustained load, when its power and temperature limits pull the clock down. Readings taken side by side share the clock, so their
 # ratios do not carry the gap; readings taken apart can differ by this much. So this page
 # reads ours against the cuBLAS timed beside our kernel, and the ceiling only as a
 # reference for scale.

@@ -297,9 +297,9 @@ for base, other in gpu_pairs(coalescing):
 # spends much of its time starting its programs and waiting for the last of them, a
 # fixed time that a longer copy spreads over more bytes.
 #
-# The times per call at n = 1024 also differ between the GPUs by more than their copy
-# ceilings do (the "over" lines): at the smallest sizes, fixed costs, the host's
-# included, differ from machine to machine, as on the other pages' smallest sizes.
+# At n = 1024 the two GPUs can also differ by more than their copy ceilings do (compare
+# the "over" lines): at the smallest sizes, fixed costs, the host's included, differ from
+# machine to machine, as on the other pages' smallest sizes.
 #
 # Down columns, the bandwidth is about the same at every size. That includes n = 1024,
 # where the matrix and its copy fit in L2 once loaded, so each sector comes from HBM

@@ -87,8 +87,8 @@ MISTAKES = [
             "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K + 1, BLOCK_K)", "tail_of_1"),
     Mistake("k_unmasked_in_a", "a's load masks rows but not K: the last K step reads past "
             "the end of each row of a (into the next row, and past the end of a after the "
-            "last); b's mask zeroes those products, so the result is right, and a GPU reads "
-            "memory the kernel does not own",
+            "last); b's mask zeroes those products, so the result comes out right, while "
+            "on a GPU those loads touch memory the kernel does not own",
             "mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)",
             "mask=rows[:, None] < M, other=0.0)", "deep", reported="past the end of a",
             needs_interpreter=True),
