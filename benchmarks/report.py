@@ -2,7 +2,12 @@
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
     python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
-                                [--lengths 1024 ...] [--rounds 3] [--quick]
+                                [--lengths 1024 ...] [--rounds 3] [--quick] [--save FILE]
+    python benchmarks/report.py --merge FILE [FILE ...]
+
+The whole report takes longer than one ten-minute call on a rented GPU: run it in parts
+(``--only``, ``--dtypes``, ``--lengths``), each with ``--save part.json``, then ``--merge``
+the parts for the geometric means over all of them (no GPU needed).
 
 Ratios are ours / baseline, both measured in this run, with the ceilings (copy bandwidth, a
 large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own bytes, timed
@@ -27,6 +32,7 @@ turns: one reading of a 1 ms attention forward moved by up to 12% between runs o
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -74,12 +80,22 @@ class Tally:
 
     def __init__(self):
         self.ratios: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        self.save_to: Path | None = None  # rewritten at every ratio (--save)
 
     def add(self, op: str, baseline: str, ratio: float, what: str) -> None:
         self.ratios.setdefault((op, baseline), []).append((ratio, what))
+        if self.save_to is not None:  # after each shape, so a run cut off keeps its part
+            entries = [{"op": op, "baseline": baseline, "ratio": ratio, "what": what}
+                       for (op, baseline), ratios in self.ratios.items()
+                       for ratio, what in ratios]
+            self.save_to.write_text(json.dumps(entries, indent=1) + "\n")
 
-    def print(self) -> None:
-        print("\ngeometric means (ours / baseline, same run):")
+    def load(self, path: Path) -> None:
+        for entry in json.loads(path.read_text()):
+            self.add(entry["op"], entry["baseline"], entry["ratio"], entry["what"])
+
+    def print(self, runs: str = "same run") -> None:
+        print(f"\ngeometric means (ours / baseline, {runs}):")
         for (op, baseline), ratios in self.ratios.items():
             mean = geometric_mean(r for r, _ in ratios)
             worst, where = min(ratios)
@@ -276,10 +292,21 @@ def main():
                         default=None, help="of attention's sequence lengths, only these")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"GPU-time rounds per shape, medians (default {ROUNDS})")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="also write every ratio to this JSON file, for --merge")
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="FILE",
+                        help="print the geometric means over the ratios that earlier runs "
+                             "saved (--save) and stop; needs no GPU")
     args = parser.parse_args()
+    if args.merge:
+        for path in args.merge:
+            TALLY.load(path)
+        TALLY.print(f"each ratio from one run; {len(args.merge)} runs merged")
+        return
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, not {args.rounds}")
     ROUNDS = args.rounds
+    TALLY.save_to = args.save
 
     def dtypes(*names):
         return [name for name in names if args.dtypes is None or name in args.dtypes]
