@@ -90,9 +90,17 @@ class Tally:
                        for ratio, what in ratios]
             self.save_to.write_text(json.dumps(entries, indent=1) + "\n")
 
-    def load(self, path: Path) -> None:
+    def load(self, path: Path) -> list[str]:
+        """Add the ratios a run saved; a shape already tallied keeps its first ratio (parts
+        that overlap would otherwise count it twice). Returns the shapes skipped."""
+        skipped = []
         for entry in json.loads(path.read_text()):
+            key = (entry["op"], entry["baseline"])
+            if any(what == entry["what"] for _, what in self.ratios.get(key, [])):
+                skipped.append(f"{entry['op']} vs {entry['baseline']} {entry['what']}")
+                continue
             self.add(entry["op"], entry["baseline"], entry["ratio"], entry["what"])
+        return skipped
 
     def print(self, runs: str = "same run") -> None:
         print(f"\ngeometric means (ours / baseline, {runs}):")
@@ -300,7 +308,10 @@ def main():
     args = parser.parse_args()
     if args.merge:
         for path in args.merge:
-            TALLY.load(path)
+            skipped = TALLY.load(path)
+            if skipped:
+                print(f"{path}: {len(skipped)} ratios of shapes an earlier file has, left "
+                      f"out (first: {skipped[0]})")
         TALLY.print(f"each ratio from one run; {len(args.merge)} runs merged")
         return
     if args.rounds < 1:

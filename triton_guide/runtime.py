@@ -63,10 +63,9 @@ def numpy_conflict(triton_version: str, numpy_version: str) -> str | None:
     """
     if _release(triton_version) < (3, 7) and _release(numpy_version) >= (2, 4):
         return (f"triton {triton_version}'s interpreter fails on numpy {numpy_version} "
-                "(\"only 0-dimensional arrays can be converted to Python scalars\"); the "
-                "interpreter runs the kernels without a GPU, and the debugging pages and "
-                "the exercise checker use it on a GPU too. Install numpy older than 2.4 "
-                "(pip install \"numpy<2.4\"), or triton 3.7 or later.")
+                "(\"only 0-dimensional arrays can be converted to Python scalars\") in "
+                "kernels whose values Python must read, such as loop bounds. Install numpy "
+                "older than 2.4 (pip install \"numpy<2.4\"), or triton 3.7 or later.")
     return None
 
 
@@ -81,8 +80,10 @@ def _versions() -> tuple[str, str]:
         return "0", "0"  # not installed as a distribution: nothing to compare
 
 
+# Said only where this process interprets: on a GPU the kernels run natively, and the
+# pages that run the interpreter there do it in processes of their own, which say it.
 _CONFLICT = numpy_conflict(*_versions())
-if _CONFLICT:
+if _CONFLICT and _INTERPRETING:
     _log.warning("triton_guide: %s", _CONFLICT)
 
 
