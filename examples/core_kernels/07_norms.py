@@ -20,12 +20,14 @@ You will learn:
 # %%
 # Setup
 # -----
+import functools
+
 import torch
 import torch.nn.functional as F
 
 from triton_guide import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark, gb_per_s, us_per_call
+from triton_guide.benchmark import Benchmark, copies_for_cold_cache, gb_per_s, us_per_call
 from triton_guide.norms import default_num_partials
 from triton_guide.testing import assert_close, tolerance
 
@@ -317,8 +319,8 @@ backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 # ``do_bench`` clears the L2 cache with a kernel before every timed call and starts the
 # clock when that kernel ends, and the call is launched while it still runs. Only host
 # time beyond the clearing shows, and, between the kernels of one call, Python that
-# outlasts the GPU's work. This page does not measure how much of that cost is the
-# host's; the softmax page times a launcher's host and GPU time beside torch's. The
+# outlasts the GPU's work. The section "The forward kernels alone", further down, times
+# the forward with the host left out. The
 # lines "at least as fast as torch at hidden" say, for each op and GPU, where ours draws
 # level with torch; where they say no size, torch is ahead everywhere measured.
 #
@@ -372,13 +374,91 @@ for runs in zip(forward_results, backward_results):
 # floor close to the copy says the kernel runs at about copy speed; a low floor says
 # nothing about the kernel. So whether our backward kernel reaches less of the copy than
 # our forward kernel shows here only where both of ours are listed as grown; where they
-# are not, it would take timing the GPU alone, which this page does not do.
+# are not, it would take timing the GPU alone, which the next section does for the
+# forward only.
 #
 # If the backward kernel does fall further short of the copy, a likely reason is its
 # loop: each program of the backward walks its share of rows one at a time, and each
 # row's sums across the row (one for RMSNorm, two for LayerNorm) must finish before its
 # ``dx`` can be written, so few bytes are in flight on each SM. Giving every program several rows per step is the
 # change to try; it has not been made yet.
+
+# %%
+# The forward kernels alone
+# -------------------------
+# The same forward calls once more, timed on the GPU alone (``gpu_time=True``): each
+# variant's calls on several copies of the inputs, enough to overrun the L2 cache, are
+# captured back to back in a CUDA graph and replayed, so that no kernel waits for Python
+# and each finds its inputs in HBM (``triton_guide.benchmark.gpu_ms``). The inputs do not
+# require gradients here: a CUDA graph replays kernels, not autograd's bookkeeping, and
+# the forward kernel is the same either way. The backward is not timed this way: it runs
+# inside autograd, which replays no graph.
+
+
+def forward_on_copies(fn, with_bias):
+    def prepare(hidden):
+        calls = []
+        for _ in range(copies_for_cold_cache(TRIPS["forward"] * ROWS * hidden * 2)):
+            x, weight, bias = (t.detach() for t in inputs(hidden))
+            calls.append(functools.partial(fn, *((x, weight, bias) if with_bias
+                                                 else (x, weight))))
+        return calls
+    return prepare
+
+
+def copies_on_copies(trips):
+    def prepare(hidden):
+        calls = []
+        for _ in range(copies_for_cold_cache(trips * ROWS * hidden * 2)):
+            source = torch.randn(ROWS * hidden * trips // 2, device=device,
+                                 dtype=torch.bfloat16)
+            calls.append(functools.partial(torch.empty_like(source).copy_, source))
+        return calls
+    return prepare
+
+
+alone = bench.sweep(
+    "LayerNorm and RMSNorm, forward, GPU time",
+    hiddens,
+    {
+        "layer_norm": forward_on_copies(layer_norm, True),
+        "torch layer_norm": forward_on_copies(torch_layer_norm, True),
+        "rms_norm": forward_on_copies(lambda x, w: rms_norm(x, w, 1e-6), False),
+        "torch rms_norm": forward_on_copies(torch_rms_norm, False),
+        COPY: copies_on_copies(TRIPS["forward"]),
+    },
+    lambda hidden, ms: gb_per_s(TRIPS["forward"] * ROWS * hidden * 2, ms),
+    label="hidden",
+    unit="GB/s",
+    ceiling="copy",
+    xlabel=f"hidden size ({ROWS} rows, bfloat16)",
+    gpu_time=True,
+)
+alone.plot()
+for run in alone:
+    called = next((r for r in forward_results if r.slug == run.slug), None)
+    for ours in ("rms_norm", "layer_norm"):
+        cells = []
+        for i, x in enumerate(run.xs):
+            nbytes = TRIPS["forward"] * ROWS * x * 2
+            cell = (f"{x}: {us_per_call(nbytes, run[ours][i]):.0f} / "
+                    f"{us_per_call(nbytes, run[f'torch {ours}'][i]):.0f} us, "
+                    f"{run[ours][i] / run[f'torch {ours}'][i]:.2f}x torch, "
+                    f"{run[ours][i] / run[COPY][i]:.0%} of the copy")
+            if called is not None and x in called.xs:
+                cell += (f" (as called "
+                         f"{us_per_call(nbytes, called[ours][called.xs.index(x)]):.0f} us)")
+            cells.append(cell)
+        print(f"{run.gpu}, {ours} forward, GPU alone, ours / torch:\n    "
+              + "\n    ".join(cells))
+
+# %%
+# On each GPU, the first of the two times is our kernel's and the second torch's, both
+# without the host; "as called" is our time per call from the forward sweep above, host
+# included. Where the two times of ours are far apart, the difference is the cost of the
+# call around the kernel (the Python before the launch and the autograd bookkeeping),
+# and the ratio to torch in the sweep above compared that cost, not the kernels.
+# The percentages set each kernel against a copy of the same bytes timed the same way.
 
 # %%
 # Takeaways
