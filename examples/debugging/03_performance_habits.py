@@ -91,13 +91,14 @@ def vector(size):
 # %%
 # Block size and ``num_warps``
 # ----------------------------
-# A program handles ``BLOCK_SIZE`` lanes with ``num_warps * 32`` threads, so each
-# thread holds ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and a
-# thread loads less than the 16 bytes one instruction can move. Fewer lanes than
-# threads (a fraction in the table below), and Triton's layout gives each lane to more
-# than one thread: the extra threads repeat work that others already do. Too many, and
-# a program needs many registers and the GPU fits fewer programs at once. The division,
-# for the copy of ``TIMED_N`` elements timed below:
+# A program handles ``BLOCK_SIZE`` lanes (element positions of its block, not a warp's
+# threads) with ``num_warps * 32`` threads, so each thread holds
+# ``BLOCK_SIZE / (32 * num_warps)`` of them. Too few per thread, and a thread loads less
+# than the 16 bytes one instruction can move. Fewer lanes than threads (a fraction in
+# the table below), and Triton's layout gives each lane to more than one thread: the
+# extra threads repeat work that others already do. Too many, and a program needs many
+# registers and the GPU fits fewer programs at once. The division, for the copy of
+# ``TIMED_N`` elements timed below:
 
 block_sizes = [128, 256, 512, 1024, 2048, 4096, 8192]
 warp_counts = [1, 2, 4, 8, 16]
