@@ -14,7 +14,8 @@ You will learn:
 * the backward of a normalisation, derived and checked against autograd;
 * one kernel for both norms, with a ``tl.constexpr`` flag;
 * how to reduce across programs without atomics: partial sums, then a second pass;
-* GB/s against the bandwidth of a plain copy, next to PyTorch.
+* GB/s against the bandwidth of a plain copy, next to PyTorch, per call and for the
+  kernel alone.
 """
 
 # %%
@@ -476,6 +477,9 @@ for run in alone:
 # * Where our calls lose to torch here, check first whether their time grows with the
 #   bytes (the growth lines): a call that costs the same at every size is paying a fixed
 #   cost per call, which a faster kernel would not remove.
+# * To tell the kernel from the call, time the kernel alone too, as "The forward kernels
+#   alone" does: the calls replayed from a CUDA graph on cold copies of the inputs, next
+#   to the time of one call as a program makes it.
 #
 # Used here: :func:`triton_guide.layer_norm`, :func:`triton_guide.rms_norm`,
 # :func:`triton_guide.layer_norm_reference`, :func:`triton_guide.rms_norm_reference`,
