@@ -571,3 +571,34 @@ def test_a_stale_footer_wraps_inside_the_figure(page, store_dir, monkeypatch):
     assert all(store.STALE in footer.replace("\n", " ") for footer in footers), footers
     assert all(len(line) <= FOOTER_CHARS for f in footers for line in f.split("\n"))
     assert max(right_edges) <= figure.bbox.x1, (right_edges, figure.bbox.x1)
+
+
+@needs_interpreter
+def test_many_variants_get_a_panel_per_gpu_inside_the_figure():
+    import matplotlib.pyplot as plt
+
+    names = [f"variant {i}" for i in range(benchmark.OVERLAID_VARIANTS + 1)]
+    runs = [benchmark.Run(gpu=gpu, slug=gpu.lower(), live=False, provenance="synthetic",
+                          xs=XS, series={name: [float(j + 1)] * len(XS)
+                                         for j, name in enumerate(names)},
+                          unit="GB/s",
+                          ceiling=benchmark.Ceiling("copy", "synthetic copy", 10.0, "GB/s"))
+            for gpu in ("Synthetic A100", "Synthetic B200")]
+    results = benchmark.Results("synthetic", label="n", xlabel="n", unit="GB/s", logx=True,
+                                runs=runs)
+    figure = results.plot()
+    figure.canvas.draw()
+    drawn = figure.get_tightbbox(figure.canvas.get_renderer())  # inches, all that is drawn
+    width, height = figure.get_size_inches()
+    panels = [(axes.get_title(), [line.get_label() for line in axes.get_lines()
+                                  if not line.get_label().startswith("_")])
+              for axes in figure.axes]
+    plt.close(figure)
+    assert not results.overlaid
+    assert drawn.x0 >= 0 and drawn.y0 >= 0 and drawn.x1 <= width and drawn.y1 <= height, (
+        drawn, width, height)
+    assert [title for title, _ in panels] == [
+        "Synthetic A100, ceiling 10 GB/s", "Synthetic B200, ceiling 10 GB/s"]
+    assert [labels for _, labels in panels] == [
+        [f"{gpu}: {name}" for name in names] + [f"{gpu}: ceiling, synthetic copy 10 GB/s"]
+        for gpu in ("Synthetic A100", "Synthetic B200")]

@@ -324,8 +324,9 @@ def in_logits(peak):
                           for name, values in run.series.items()))
     measured = {tuple(map(tuple, run.series.values())) for run in peak}
     if len(peak.runs) > 1 and len(measured) == 1:
-        print("every GPU measured the same bytes: in the plot, the lines of one lie on "
-              "top of the other's")
+        print("every GPU measured the same bytes: in the plot, " + (
+            "the lines of one lie on top of the other's" if peak.overlaid
+            else "the panels are alike"))
 
 
 XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"
