@@ -650,13 +650,17 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
     print(f"{label:>{first}} |" + " |".join(
         "".join(f"{name:>{width + 2}}" for name, width in zip(run.series, widths))
         for run, widths, _ in groups))
+    decimals = {(run.slug, name): _decimals(values)
+                for run in runs for name, values in run.series.items()}
     for x in xs:
         cells = []
         for run, widths, _ in groups:
             i = run.xs.index(x) if x in run.xs else None
+            values = [run.series[name][i] if i is not None else math.nan
+                      for name in run.series]
             cells.append("".join(
-                f"{_number(run.series[name][i] if i is not None else math.nan):>{width + 2}}"
-                for name, width in zip(run.series, widths)))
+                f"{_number(value, decimals[run.slug, name]):>{width + 2}}"
+                for value, name, width in zip(values, run.series, widths)))
         print(f"{_shown(x):>{first}} |" + " |".join(cells))
 
 
@@ -674,12 +678,23 @@ def _format(value: float | str, row: str) -> str:
         return f"{value:,}" if isinstance(value, int) else str(value)
     if " / " in row:
         return f"{value:.2f}"
-    return _number(value)
+    return _number(value, _decimals([value]))
 
 
-def _number(value: float) -> str:
-    """One decimal for rates in the hundreds, three significant digits for small values."""
-    return f"{value:,.1f}" if math.isnan(value) or abs(value) >= 10 else f"{value:.3g}"
+def _decimals(values: Sequence[float]) -> int:
+    """Decimals for one column of a table: one where its largest value is 10 or more;
+    otherwise enough for three significant digits of that largest value (at most 6), so
+    that a column of small numbers reads in one fixed format, not in scientific notation."""
+    largest = max((abs(v) for v in values if not math.isnan(v)), default=0.0)
+    if largest >= 10:
+        return 1
+    if largest == 0:
+        return 2
+    return min(6, 2 - math.floor(math.log10(largest)))
+
+
+def _number(value: float, decimals: int = 1) -> str:
+    return f"{value:,.{decimals}f}"
 
 
 # -- a page's benchmarks ----------------------------------------------------------------------
