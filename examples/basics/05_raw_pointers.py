@@ -117,7 +117,10 @@ UNMAPPED = (
 
 def how_it_ended(finished):
     segfault = " (signal 11, segmentation fault)" if finished.returncode == -11 else ""
-    lines = [line for line in finished.output.splitlines() if line.strip()][-2:]
+    # Leave out the notices triton_guide prints when imported (on a GPU machine whose
+    # numpy its Triton's interpreter dislikes, one says so): they do not say how it ended.
+    lines = [line for line in finished.output.splitlines()
+             if line.strip() and not line.startswith("triton_guide:")][-2:]
     return (f"return code {finished.returncode}{segfault}; its last output lines: "
             f"{lines if lines else 'none'}")
 
@@ -150,12 +153,8 @@ else:
         "print('solve returned; c[:4] =', c[:4].tolist(), flush=True)\n",
         env={"TRITON_INTERPRET": "1"},
     )
-    code = gpu_in_interpreter.returncode
-    segfault = " (signal 11, segmentation fault)" if code == -11 else ""
-    print(f"TRITON_INTERPRET=1, solve(a.data_ptr(), ...) on GPU tensors: return code "
-          f"{code}{segfault}")
-    lines = [line for line in gpu_in_interpreter.output.splitlines() if line.strip()]
-    print("its last output lines:", lines[-2:] if lines else "none")
+    print("TRITON_INTERPRET=1, solve(a.data_ptr(), ...) on GPU tensors:",
+          how_it_ended(gpu_in_interpreter))
 
 # %%
 # * **Cast a small integer.** Neither the interpreter nor the compiler gets as far as

@@ -275,8 +275,8 @@ print(f"{ran_on}, no debug mode (device_assert {skipped}): no error raised; "
 # assert leaves the CUDA context unusable for the rest of the process. The cell prints
 # the process's return code and the lines of its output that mention an assert or start
 # with ``output``. On a GPU the assert fires: the threads that hold the negative element
-# print an assertion line that names the kernel and carries the message given to
-# ``tl.device_assert``, which states the condition. Then ``.tolist()``, which waits for
+# print an assertion line with the file and line of the ``tl.device_assert`` and the
+# message given to it, which here names the kernel and states the condition. Then ``.tolist()``, which waits for
 # the kernel, raises a PyTorch error about a CUDA "device-side assert", so the
 # ``output`` line never prints and the return code is not 0. In the interpreter the
 # assert is skipped: the process prints the NaN and returns 0.
