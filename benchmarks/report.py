@@ -310,8 +310,8 @@ def main():
         for path in args.merge:
             skipped = TALLY.load(path)
             if skipped:
-                print(f"{path}: {len(skipped)} ratios of shapes an earlier file has, left "
-                      f"out (first: {skipped[0]})")
+                print(f"{path}: {len(skipped)} ratio{'s' * (len(skipped) != 1)} of shapes "
+                      f"an earlier file has, left out (first: {skipped[0]})")
         TALLY.print(f"each ratio from one run; {len(args.merge)} runs merged")
         return
     if args.rounds < 1:
