@@ -770,7 +770,7 @@ for run in host:
 
 # %%
 # Set these beside the sweep's GPU-time ratios: at these sizes, a Python loop of ``matmul``
-# calls reaches the host-bound ones, not those. Step 4 costs the host more than step 3,
+# calls runs at the host-bound ratios just printed, not at the sweep's. Step 4 costs the host more than step 3,
 # mostly for two tensor descriptors to build, which Triton encodes for the TMA unit at
 # every call, and for the choice of kernel. A CUDA graph removes the host from the loop, as
 # the sweep above did; so does giving the GPU fewer, larger products.

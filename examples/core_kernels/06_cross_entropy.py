@@ -297,7 +297,8 @@ losses = {
 # Peak memory is ``torch.cuda.max_memory_allocated()`` during one call minus what was
 # allocated before it (the logits and the targets): the memory the loss adds on top of
 # the model. Below each plot it is also given in logits-sized tensors, to compare with
-# the count above (which also counts the logits themselves).
+# the count above (which also counts the logits themselves); a peak too small to read in
+# GiB (what a call adds per row: the float32 losses and the like) is given in KiB too.
 
 
 def peak_extra_gib(make_call):
@@ -322,6 +323,11 @@ def in_logits(peak):
         print(f"{run.gpu}, {run.xs[i]} rows, extra memory in logits-sized tensors: "
               + "; ".join(f"{name} {values[i] / logits_gib:.1f}"
                           for name, values in run.series.items()))
+        for name, values in run.series.items():  # the peaks too small to read in GiB
+            if max(values) < 2**-10:
+                print(f"    {name}: " + ", ".join(
+                    f"{gib * 2**20:.1f} KiB at {rows:,} rows ({gib * GIB / rows:.0f} bytes "
+                    "a row)" for rows, gib in zip(run.xs, values)))
     measured = {tuple(map(tuple, run.series.values())) for run in peak}
     if len(peak.runs) > 1 and len(measured) == 1:
         print("every GPU measured the same bytes: in the plot, " + (
