@@ -645,8 +645,14 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
         for run in runs:
             _print_table(label, unit, [run])
         return
-    print(f"{'':>{first}} |" + " |".join(f"{run.gpu[:span]:>{span}}"
-                                         for run, _, span in groups) + f"   ({unit})")
+    headings = [run.gpu[:span] for run, _, span in groups]
+    # The unit goes after the last GPU's name, inside its columns where it fits there.
+    last_span, with_unit = groups[-1][2], f"{groups[-1][0].gpu}   ({unit})"
+    trailer = f"   ({unit})"
+    if len(with_unit) <= last_span:
+        headings[-1], trailer = with_unit, ""
+    print(f"{'':>{first}} |" + " |".join(f"{heading:>{span}}" for heading, (*_, span)
+                                         in zip(headings, groups)) + trailer)
     print(f"{label:>{first}} |" + " |".join(
         "".join(f"{name:>{width + 2}}" for name, width in zip(run.series, widths))
         for run, widths, _ in groups))
