@@ -120,10 +120,11 @@ print(f"{rows} rows x {hidden}: {programs} programs of {-(-rows // programs)} ro
       f"partial sums 2 x {programs} x {hidden} float32 = {partial_bytes / 2**20:.2f} MiB "
       f"next to x in float32, {x_bytes / 2**20:.2f} MiB "
       f"({partial_bytes / x_bytes:.1%} of x)")
+H100_SMS = 132  # under the interpreter, lines say what an H100 would run
 if runtime.interpreting():
     # The share is 2 x programs / rows whatever the hidden size. On a GPU the line above
-    # is for this GPU; here, what the same rows would cost on an H100 (132 SMs).
-    H100_SMS, GPU_ROWS = 132, 16384
+    # is for this GPU; here, what the same rows would cost on an H100.
+    GPU_ROWS = 16384
     print(f"on an H100: {2 * H100_SMS} programs (two per SM of {H100_SMS}) for {GPU_ROWS} "
           f"rows: partial sums {2 * 2 * H100_SMS / GPU_ROWS:.1%} of x")
 
@@ -186,14 +187,25 @@ for dtype in (torch.float32, torch.float16):
 # 4096 rows of bfloat16, hidden size from 1024 to 16384. The forward must read ``x`` and
 # write ``y`` (2 bytes each per element); the backward must read ``x`` and ``dy`` and
 # write ``dx``. GB/s counts those bytes for every variant, and leaves out the rest: the
-# weight, the statistics and our backward's float32 partial sums (printed above for
-# another size: what they add grows with the number of programs against the rows). Two ceilings, both timed in the same run: a
-# device-to-device copy of 1 GiB (the wide pale line, as on every page) and, as one
-# more variant, a copy that moves the same number of bytes as the norm at each size:
-# the fairer roof at small sizes, where fixed costs weigh more.
+# weight, the statistics and our backward's float32 partial sums (their share, printed
+# below, grows with the number of programs against the rows, whatever the hidden size).
+# Two ceilings, both timed in the same run: a device-to-device copy of 1 GiB (the wide
+# pale line, as on every page) and, as one more variant, a copy that moves the same
+# number of bytes as the norm at each size: the fairer roof at small sizes, where fixed
+# costs weigh more.
 
 ROWS = 4096
 hiddens = [1024, 2048, 4096, 8192, 16384]
+# Programs of the backward: this GPU's, or (under the interpreter) an H100's.
+bench_programs = (2 * H100_SMS if runtime.interpreting()
+                  else default_num_partials(ROWS))
+# Each buffer of partial sums is written once and read once, in float32, against the
+# three bfloat16 passes over x that the backward's GB/s counts.
+for name, buffers in (("rms_norm", 1), ("layer_norm with a bias", 2)):
+    share = 2 * bench_programs * 4 * buffers / (3 * ROWS * 2)
+    print(f"{name} backward, {ROWS} rows, {bench_programs} programs"
+          + (" (on an H100)" if runtime.interpreting() else "")
+          + f": partial sums add {share:.1%} to the bytes counted")
 
 
 def inputs(hidden):
@@ -378,11 +390,13 @@ for runs in zip(forward_results, backward_results):
 # lines list neither of our backward kernels, this page cannot tell. It would take timing
 # the GPU alone, which the next section does for the forward only.
 #
-# If the backward kernel does fall further short of the copy, a likely reason is its
-# loop: each program of the backward walks its share of rows one at a time, and each
-# row's sums across the row (one for RMSNorm, two for LayerNorm) must finish before its
-# ``dx`` can be written, so few bytes are in flight on each SM. Giving every program several rows per step is the
-# change to try; it has not been made yet.
+# If the backward kernel does fall further short of the copy, part of the gap is bytes
+# its rate does not count (the partial sums, printed under "Bandwidth"), and a likely
+# reason for the rest is its loop: each program of the backward walks its share of rows
+# one at a time, and each row's sums across the row (one for RMSNorm, two for LayerNorm)
+# must finish before its ``dx`` can be written, so few bytes are in flight on each SM.
+# Giving every program several rows per step is the change to try; it has not been made
+# yet.
 
 # %%
 # The forward kernels alone
