@@ -24,8 +24,8 @@ import math
 import torch
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s, gpu_ms,
-                                    host_us, us_per_call)
+from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_for_cold_cache,
+                                    gb_per_s, gpu_ms, host_us, us_per_call)
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.softmax import _num_warps  # private: how the launcher picks num_warps
 from triton_guide.testing import assert_close, tolerance
@@ -361,9 +361,6 @@ times = bench.measure(
     unit="us per call",
     xlabel="row length (4096 rows, float32)",
 )
-# triton.testing.do_bench clears the L2 cache before each timed call by writing a buffer
-# of this size (Triton 3.6 and 3.9: the driver's get_empty_cache_for_benchmark).
-DO_BENCH_CLEARING_BYTES = 256 * 2**20
 for run in times:
     timed = next((r for r in results if r.slug == run.slug), None)
     if timed is not None and timed.ceiling:

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 
 from triton_guide import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark, copies_for_cold_cache, gb_per_s, us_per_call
+from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_for_cold_cache,
+                                    gb_per_s, us_per_call)
 from triton_guide.norms import default_num_partials
 from triton_guide.testing import assert_close, tolerance
 
@@ -320,8 +321,9 @@ backward_results = benchmark("backward", backward, trips=TRIPS["backward"])
 
 # %%
 # Read the ratios by size next to the "microseconds per call" line (RMSNorm's, with
-# torch's and the copy's), and the growth line under it. A call whose time grows far less than the bytes it moves (the copy's
-# grows with them) is set by a cost per call, not by its kernel's reading: where ours
+# torch's and the copy's), and the growth line under it. A call whose time grows far
+# less than the bytes it moves (the copy's grows with them) is set by a cost per call,
+# not by its kernel's reading: where ours
 # grows little, "ours / torch" at those sizes compares fixed costs, not kernels, and
 # a ratio below 1 there says that our call costs more, not that our kernel reads
 # slower. Part of that cost may be the host's. Every call of
@@ -450,9 +452,6 @@ alone = bench.sweep(
     gpu_time=True,
 )
 alone.plot()
-# triton.testing.do_bench clears the L2 cache before each timed call by writing a buffer
-# of this size (Triton 3.6 and 3.9): host time shorter than that write does not show.
-DO_BENCH_CLEARING_BYTES = 256 * 2**20
 for run in alone:
     called = next((r for r in forward_results if r.slug == run.slug), None)
     if called is not None and called.ceiling:
@@ -487,12 +486,11 @@ for run in alone:
 # are far apart, the difference is the part of the call's cost around the kernel (the
 # Python before the launch, the autograd bookkeeping) that outlasted ``do_bench``'s cache
 # clearing, printed first; the ratio to torch in the sweep above compared that cost, not
-# the kernels. The last two lines for each GPU sum it up: the range of our kernels'
-# ratios to torch's, over all sizes.
-# The percentages set each kernel against a copy of the same bytes timed the same way.
-# Where one passes 100%, the copy itself is short of the memory's rate at that size
-# (compare its GB/s in the table with the 1 GiB ceiling): the same-bytes copy is then a
-# yardstick, not a roof.
+# the kernels. The percentages set each kernel against a copy of the same bytes timed the
+# same way. Where one passes 100%, the copy itself is short of the memory's rate at that
+# size (compare its GB/s in the table with the 1 GiB ceiling): the same-bytes copy is
+# then a yardstick, not a roof. The last two lines for each GPU sum it up: the range of
+# our kernels' ratios to torch's and to the copy, over all sizes.
 
 # %%
 # Takeaways
