@@ -652,10 +652,9 @@ def _print_table(label: str, unit: str, runs: list[Run]) -> None:
         return
     headings = [run.gpu[:span] for run, _, span in groups]
     # The unit goes after the last GPU's name, inside its columns where it fits there.
-    last_span, with_unit = groups[-1][2], f"{groups[-1][0].gpu}   ({unit})"
     trailer = f"   ({unit})"
-    if len(with_unit) <= last_span:
-        headings[-1], trailer = with_unit, ""
+    if len(headings[-1] + trailer) <= groups[-1][2]:
+        headings[-1], trailer = headings[-1] + trailer, ""
     print(f"{'':>{first}} |" + " |".join(f"{heading:>{span}}" for heading, (*_, span)
                                          in zip(headings, groups)) + trailer)
     print(f"{label:>{first}} |" + " |".join(
@@ -704,7 +703,7 @@ def _decimals(values: Sequence[float]) -> int:
     return min(6, 2 - math.floor(math.log10(largest)))
 
 
-def _number(value: float, decimals: int = 1) -> str:
+def _number(value: float, decimals: int) -> str:
     return f"{value:,.{decimals}f}"
 
 

@@ -21,8 +21,6 @@ You will learn:
 # %%
 # Setup
 # -----
-import functools
-
 import torch
 import torch.nn.functional as F
 
@@ -209,11 +207,11 @@ for name, buffers in (("rms_norm", 1), ("layer_norm with a bias", 2)):
           + f": partial sums add {share:.1%} to the bytes counted")
 
 
-def inputs(hidden):
+def inputs(hidden, grad=True):
     x = torch.randn(ROWS, hidden, device=device, dtype=torch.bfloat16)
     weight = torch.randn(hidden, device=device, dtype=torch.bfloat16)
     bias = torch.randn(hidden, device=device, dtype=torch.bfloat16)
-    return [t.requires_grad_() for t in (x, weight, bias)]
+    return [t.requires_grad_(grad) for t in (x, weight, bias)]
 
 
 def copy_of(trips):
@@ -226,9 +224,9 @@ def copy_of(trips):
     return prepare
 
 
-def forward(fn, with_bias):
+def forward(fn, with_bias, grad=True):
     def prepare(hidden):
-        x, weight, bias = inputs(hidden)
+        x, weight, bias = inputs(hidden, grad)
         args = (x, weight, bias) if with_bias else (x, weight)
         return lambda: fn(*args)
     return prepare
@@ -412,37 +410,28 @@ for runs in zip(forward_results, backward_results):
 # inside autograd, which replays no graph.
 
 
-def forward_on_copies(fn, with_bias):
-    def prepare(hidden):
-        calls = []
-        for _ in range(copies_for_cold_cache(TRIPS["forward"] * ROWS * hidden * 2)):
-            x, weight, bias = (t.detach() for t in inputs(hidden))
-            calls.append(functools.partial(fn, *((x, weight, bias) if with_bias
-                                                 else (x, weight))))
-        return calls
-    return prepare
+def on_cold_copies(prepare, trips):
+    """``prepare``'s call, each on its own inputs, as many times as it takes to overrun
+    the L2 cache: the list of calls a ``gpu_time`` sweep replays."""
+    def prepared(hidden):
+        return [prepare(hidden)
+                for _ in range(copies_for_cold_cache(trips * ROWS * hidden * 2))]
+    return prepared
 
 
-def copies_on_copies(trips):
-    def prepare(hidden):
-        calls = []
-        for _ in range(copies_for_cold_cache(trips * ROWS * hidden * 2)):
-            source = torch.randn(ROWS * hidden * trips // 2, device=device,
-                                 dtype=torch.bfloat16)
-            calls.append(functools.partial(torch.empty_like(source).copy_, source))
-        return calls
-    return prepare
+def forward_alone(fn, with_bias):
+    return on_cold_copies(forward(fn, with_bias, grad=False), TRIPS["forward"])
 
 
 alone = bench.sweep(
     "LayerNorm and RMSNorm, forward, GPU time",
     hiddens,
     {
-        "layer_norm": forward_on_copies(layer_norm, True),
-        "torch layer_norm": forward_on_copies(torch_layer_norm, True),
-        "rms_norm": forward_on_copies(lambda x, w: rms_norm(x, w, 1e-6), False),
-        "torch rms_norm": forward_on_copies(torch_rms_norm, False),
-        COPY: copies_on_copies(TRIPS["forward"]),
+        "layer_norm": forward_alone(layer_norm, True),
+        "torch layer_norm": forward_alone(torch_layer_norm, True),
+        "rms_norm": forward_alone(lambda x, w: rms_norm(x, w, 1e-6), False),
+        "torch rms_norm": forward_alone(torch_rms_norm, False),
+        COPY: on_cold_copies(copy_of(TRIPS["forward"]), TRIPS["forward"]),
     },
     lambda hidden, ms: gb_per_s(TRIPS["forward"] * ROWS * hidden * 2, ms),
     label="hidden",
