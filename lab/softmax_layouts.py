@@ -2,7 +2,7 @@
 differ only in how the column offset and the overhanging rows are handled, timed against
 torch.softmax, with the vector width of the loads read from the PTX.
 
-    python benchmarks/softmax_layouts.py      (CUDA GPU; the log goes in benchmarks/logs)
+    python lab/softmax_layouts.py      (CUDA GPU; the log goes in lab/logs)
 """
 
 from __future__ import annotations

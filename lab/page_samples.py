@@ -1,7 +1,7 @@
 """Run one example page on a GPU with every ``median_ms`` (do_bench) sample it takes printed
 to standard error, beside the host time per call measured right after it (50 calls).
 
-    python benchmarks/page_samples.py examples/core_kernels/02_softmax.py [--nogc]
+    python lab/page_samples.py examples/core_kernels/02_softmax.py [--nogc]
 
 ``--nogc`` runs the page with Python's garbage collector off. Written to see why the
 smallest sizes of host-timed sweeps changed from one recording to the next (NOTES.md,
