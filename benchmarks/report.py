@@ -26,7 +26,7 @@ them into ``.grad``: that sum is three elementwise kernels, no part of attention
 GPU time by ``queued_ms`` (the calls queued behind a GPU sleep, on rotating copies) and as
 called. GPU times are medians of ``--rounds`` rounds in which ours and the baselines take
 turns: one reading of a 1 ms attention forward moved by up to 12% between runs on the H100
-(benchmarks/NOTES.md, sixteenth session), more than some of the gaps the report measures.
+(two runs of the same kernels), more than some of the gaps the report measures.
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ def _config(block_m: int, block_n: int, stages: int, warps: int) -> triton.Confi
 
 
 # (BLOCK_M, BLOCK_N, num_stages, num_warps) that the autotuner tries, for head_dim up to 64
-# and above 64: the four fastest of 8-10 candidates per kernel in `benchmarks/tune.py
-# attention` on an H100 (log 2026-11-23-h100-tune-attention-*.log). The forward and dq
+# and above 64: the four fastest of 8-10 candidates per kernel, each timed on its own on an
+# H100 over the attention page's shapes. The forward and dq
 # kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Float32 tiles take
 # twice the shared memory of float16 ones, and most of these overflow an H100's 227 KiB
 # at head_dim 128: float32 gets one smaller configuration per kernel instead.

@@ -111,7 +111,7 @@ WARMUP_S = 0.1
 # microseconds); a launcher that needs 30-50 us of Python sits near that edge, and a spell
 # of slow host (another process, say) lasting a few of do_bench's 0.1 s windows showed as
 # one variant 2-5x slower at two or three neighbouring sizes in a recording and not in
-# the next (H200, 2026-11-25, benchmarks/NOTES.md). A spell shorter than a round spoils
+# the next (seen on an H200). A spell shorter than a round spoils
 # one round of a point, which the median drops.
 HOST_TIMED_ROUNDS = 3
 

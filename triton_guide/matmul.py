@@ -48,7 +48,7 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 
 
 # Tiles of at least this many outputs are "large": they suit products with enough of them
-# to keep every SM busy several times over (benchmarks/NOTES.md, 2026-11-22 tuning).
+# to keep every SM busy several times over (the H100's tuning picked them only there).
 LARGE_TILE = 128 * 128
 
 
@@ -124,9 +124,9 @@ def few_rows_tile_height(M: int) -> int:
     as the calls of a network run, are slower than tiles as tall as the product (65-128
     rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
     slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
-    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, with
-    ``benchmarks/tune.py matmul_picks``, for the pointer kernel; the descriptor kernel takes
-    the same rule, not measured on its own. See benchmarks/NOTES.md.
+    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, each
+    candidate launched directly, for the pointer kernel; the descriptor kernel takes the
+    same rule, not measured on its own.
     """
     if 64 < M <= 128:
         return 128
@@ -353,7 +353,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
-# (benchmarks/tune.py matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran
+# (50 products, GPU time): descriptors ran
 # level with pointers or ahead in every layout and at every size, 1 row to 8192, furthest
 # ahead where the pointer kernel reads b down its columns; the largest gap the other way,
 # 3%. float32 (tf32) takes the same rule, checked by the tests but not timed.
@@ -439,10 +439,9 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
 # and 4 full waves (4096 x 3328 x 4096, 4096 x 4352 x 4096) it gained 4-11%. After one
 # full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
 # it lost. It was measured only where N and K are multiples of the large tile; the ragged
-# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns:
-# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.) Two limits: at 3072 x
-# 3072 with K = 1024 or 8192 the split and one launch measured level (0.81-0.85x both,
-# tune.py matmul_row_split), so the gain is not the same at every K; and the host pays
+# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns.) Two
+# limits: at 3072 x 3072 with K = 1024 or 8192 the split and one launch measured level
+# (0.81-0.85x cuBLAS both), so the gain is not the same at every K; and the host pays
 # for two more descriptors and a second launch, 45 us more per call in float16 and 111 in
 # bfloat16 on the H100's host (medians of three noisy rounds), which a program that waits
 # for each product sees (3072^3 as called went from 0.78x to 0.50x cuBLAS). Only on Hopper
@@ -514,7 +513,7 @@ def output_width(M: int, N: int, K: int, item_size: int) -> int:
     multiple of 16 bytes and the product is large enough to repay one more copy, N rounded
     up to one. Rows that start off a 16-byte boundary can only be stored one value at a
     time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
-    4104 long (benchmarks/NOTES.md, twelfth session); copying out the 4097 columns costs
+    4104 long; copying out the 4097 columns costs
     far less than the difference."""
     return padded_length(N, item_size) if repays_copies(M, N, K) else N
 
@@ -612,7 +611,7 @@ def alignment(*values: int) -> int:
 # copying was 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387. The copies of
 # the descriptor path won in GPU time at every size measured, down to 127 x 129 x 131, but
 # each is one more launch for the host, whose time decides at these sizes; so the threshold
-# stayed. benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md (twelfth session).
+# stayed (H100, GPU time with the copies, cold L2, COPY_MIN_FLOPS set to 0 and to infinity).
 COPY_MIN_FLOPS = 2**26
 
 

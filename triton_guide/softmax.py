@@ -20,12 +20,12 @@ from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
 # At 32768 fp32 elements a row is 128 KiB, held in the registers of 32 warps. Measured on an
-# H100 (benchmarks/NOTES.md), 2048 x 32768 float32 ran 2874 GB/s in one pass against 1933
+# H100, 2048 x 32768 float32 ran 2874 GB/s in one pass against 1933
 # for the online kernel's two reads; at 65536 the one-pass tile no longer fits.
 MAX_ONE_PASS_BLOCK = 32768
 # Elements per program the one-pass kernel aims for when rows are short: rows of 128 are
 # taken 16 to a program. One 128-element row per program left 0.58-0.69x torch's speed
-# (H100, benchmarks/NOTES.md); tiles of 2048-8192 elements came within a few percent of the
+# (H100); tiles of 2048-8192 elements came within a few percent of the
 # best tile for every short-row shape measured.
 ONE_PASS_TILE = 2048
 # Columns the online kernel reads per step.
@@ -181,7 +181,7 @@ def softmax_backward_kernel(
 
 def _num_warps(block_size: int) -> int:
     # More warps for wider rows keep the per-thread register load bounded (H100: 32 warps
-    # for 32768-element rows, 16 for 16384; benchmarks/NOTES.md).
+    # for 32768-element rows, 16 for 16384 ran fastest).
     if block_size >= 32768:
         return 32
     if block_size >= 16384:
