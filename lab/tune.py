@@ -1138,7 +1138,8 @@ def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2,
     BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps): one program per SM slot
     (``per_sm`` slots per SM); of the tiles, whole waves but the last full one computed
     whole (``data_parallel_waves``, default: that many) and the rest in stream-K shares."""
-    from triton_guide.matmul import alignment, descriptor, multiprocessors
+    from triton_guide.hardware import multiprocessors
+    from triton_guide.matmul import alignment, descriptor
 
     bm, bn, bk, group, stages, warps = cfg
     (M, K), N = a.shape, b.shape[1]

@@ -131,7 +131,7 @@ def test_committed_results_are_real_measurements_of_the_current_schema():
 
 def test_a_pages_kernel_source_is_the_op_modules_it_imports():
     source = (ROOT / "examples/core_kernels/02_softmax.py").read_text()
-    assert store.kernel_modules(source) == ["triton_guide/softmax.py"]
+    assert store.kernel_modules(source) == ["triton_guide/hardware.py", "triton_guide/softmax.py"]
 
 
 @pytest.fixture
@@ -376,6 +376,16 @@ def test_ceilings_come_from_any_pages_recordings_per_gpu(page, store_dir, monkey
     assert ({gpu: c.value for gpu, c in copies.items()},
             {gpu: c.value for gpu, c in gemms.items()}) == (
         {"Synthetic A100": 1500.0, "Synthetic B200": 4000.0}, {"Synthetic B200": 1234.0})
+
+
+def test_ceilings_read_other_pages_through_the_schema_check(page, store_dir, monkeypatch):
+    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: False)
+    record = json.loads((store_dir / "synthetic-b200" / "synthetic_add.json").read_text())
+    record["schema"] = store.SCHEMA + 1
+    (store_dir / "synthetic-b200" / "another_page.json").write_text(json.dumps(record))
+    bench = Benchmark(page, results_dir=store_dir)
+    with pytest.raises(ValueError, match=r"another_page\.json: schema"):
+        bench.ceilings("copy")
 
 
 def test_a_live_gpu_measures_its_own_ceiling_and_recalls_the_others(page, store_dir,

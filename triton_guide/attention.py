@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .hardware import TMA_ALIGNMENT
 from .runtime import interpreting
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import refuse_double_backward, through_operator
@@ -417,8 +418,7 @@ def attention_backward_dq_kernel(
 # is one TMA instruction, an asynchronous copy engine that fills shared memory without
 # using the warps' registers or address arithmetic, and rows past the end of a head come
 # back as zeros. Elsewhere Triton lowers it to ordinary loads. TMA needs the base and
-# every stride but the last to be multiples of 16 bytes.
-TMA_ALIGNMENT = 16
+# every stride but the last to be multiples of 16 bytes (TMA_ALIGNMENT).
 
 
 def _descriptor_ready(t: torch.Tensor) -> bool:

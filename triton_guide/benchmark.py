@@ -794,9 +794,9 @@ class Benchmark:
         found: dict[str, Ceiling] = {}
         if self.live:
             found[store.short_gpu_name(self.gpu["name"])] = measure_ceiling(kind)
-        paths = sorted(self.results_dir.glob("*/*.json"), key=lambda p: (p.stem != self.key, p))
-        for path in paths:
-            record = json.loads(path.read_text())
+        records = sorted(store.load(None, self.results_dir),
+                         key=lambda r: (Path(r["path"]).stem != self.key, Path(r["path"])))
+        for record in records:
             if self.live and record["gpu"]["slug"] == self.gpu["slug"]:
                 continue
             name = store.short_gpu_name(record["gpu"]["name"])

@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .runtime import interpreting
 from .validation import check_block_size, check_tensor, needs_int64_offsets
@@ -154,18 +155,13 @@ def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
     if interpreting():
         programs = 4
     else:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        programs = SCALE_PROGRAMS_PER_SM * sms
+        programs = SCALE_PROGRAMS_PER_SM * multiprocessors(x.device)
     grid = (max(1, min(programs, cdiv(x.numel(), SCALE_BLOCK))),)
     fast_launch(scale_if_not_one_kernel)[grid](
         x, scale, x.numel(), BLOCK_SIZE=SCALE_BLOCK,
         # the partial block's offsets reach up to a block past the end
         INT64_OFFSETS=needs_int64_offsets(x, largest_index=x.numel() + SCALE_BLOCK),
     )
-
-
-def _num_warps(block_size: int) -> int:
-    return 8 if block_size >= 2048 else 4
 
 
 def cross_entropy_forward(
@@ -186,7 +182,7 @@ def cross_entropy_forward(
         logits, logits.stride(0), target, losses, grad,
         grad.stride(0) if compute_grad else 0,
         num_classes, ignore_index, label_smoothing, grad_scale,
-        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_num_warps(block),
+        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=num_warps_for(block, most=8),
     )
     if reduction == "none":
         loss = losses

@@ -15,13 +15,13 @@ products whose rows a descriptor cannot read as they are.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocessors,
+                       shared_memory_per_block)
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import through_operator
 from .runtime import interpreting
@@ -95,7 +95,6 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     compilations and timings.
     """
     M, N = named_args["M"], named_args["N"]
-    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
     a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
     item_size = a.element_size()
 
@@ -104,13 +103,13 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
         return c.num_stages * (m * k + k * n) * item_size
 
     runnable = [c for c in configs
-                if staged_bytes(c) <= properties.shared_memory_per_block_optin] or configs
+                if staged_bytes(c) <= shared_memory_per_block(a.device)] or configs
     fitting = [c for c in runnable
                if c.kwargs["BLOCK_SIZE_M"] <= max(16, next_power_of_2(M))
                and c.kwargs["BLOCK_SIZE_N"] <= max(32, next_power_of_2(N))]
     large = [c for c in fitting
              if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
-    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * properties.multi_processor_count:
+    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * multiprocessors(a.device):
         return large
     tall = [c for c in fitting if c.kwargs["BLOCK_SIZE_M"] == few_rows_tile_height(M)]
     return tall or fitting or runnable
@@ -524,10 +523,6 @@ def padded_length(length: int, item_size: int) -> int:
     return cdiv(length, per_boundary) * per_boundary
 
 
-# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
-TMA_ALIGNMENT = 16
-
-
 def descriptor_ready(x: torch.Tensor) -> bool:
     """True when a tensor descriptor can read the matrix ``x``: x is stored row by row or
     column by column, and its start and the distance between its rows (columns) are
@@ -554,40 +549,6 @@ def row_aligned(x: torch.Tensor) -> torch.Tensor:
                          device=x.device)
     buffer[:, :cols] = x
     return buffer[:, :cols]
-
-
-def has_tma(device: torch.device) -> bool:
-    """Whether ``device`` has the TMA copy engine (compute capability 9.0 or higher). Older
-    GPUs would run :func:`matmul_tma_kernel` with descriptors turned back into pointers by
-    Triton, a variant never measured; they keep :func:`matmul_kernel`. Under the
-    interpreter, True: its descriptors are tested there like any other code (the tests
-    also run the pointer kernel there, by turning this off)."""
-    if interpreting():
-        return True
-    return compute_capability(device)[0] >= 9
-
-
-def compute_capability(device: torch.device) -> tuple[int, int]:
-    """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
-    needs it on every call, and torch's query took 3-6 us of an H100 host's time."""
-    return _capability_of(device.index if device.index is not None
-                          else torch.cuda.current_device())
-
-
-@functools.cache
-def _capability_of(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-def multiprocessors(device: torch.device) -> int:
-    """The GPU's number of SMs, asked of torch once per GPU (as :func:`compute_capability`)."""
-    return _multiprocessors_of(device.index if device.index is not None
-                               else torch.cuda.current_device())
-
-
-@functools.cache
-def _multiprocessors_of(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def descriptor(x: torch.Tensor) -> TensorDescriptor:

@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
@@ -150,25 +151,17 @@ def sum_partials_kernel(
     tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _num_warps(block_size: int) -> int:
-    if block_size >= 16384:
-        return 16
-    if block_size >= 2048:
-        return 8
-    return 4
-
-
-def default_num_partials(num_rows: int) -> int:
+def default_num_partials(num_rows: int, device: torch.device | None = None) -> int:
     """How many programs the backward splits the rows among (= rows of partial sums).
 
-    On a GPU, two per streaming multiprocessor: enough to keep every SM busy, few enough
-    that the partial sums stay small next to ``x``. Under the interpreter, 4, so that the
-    tests see programs with several rows each.
+    On a GPU, two per streaming multiprocessor of ``device`` (the current GPU by default):
+    enough to keep every SM busy, few enough that the partial sums stay small next to
+    ``x``. Under the interpreter, 4, so that the tests see programs with several rows each.
     """
     if interpreting():
         wanted = 4
     else:
-        wanted = 2 * torch.cuda.get_device_properties(0).multi_processor_count
+        wanted = 2 * multiprocessors(device)
     return max(1, min(num_rows, wanted))
 
 
@@ -187,7 +180,7 @@ def norm_forward(
         x_rows, y, weight, weight if bias is None else bias, mean, rstd,
         x_rows.stride(0), y.stride(0), num_cols, eps,
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=bias is not None, BLOCK_SIZE=block,
-        num_warps=_num_warps(block),
+        num_warps=num_warps_for(block, most=16),
     )
     return y, mean, rstd
 
@@ -200,7 +193,7 @@ def norm_backward(
     num_rows, num_cols = x_rows.shape
     grad_y = grad_y.contiguous().view(num_rows, num_cols)
     if num_partials is None:
-        num_partials = default_num_partials(num_rows)
+        num_partials = default_num_partials(num_rows, x_rows.device)
     rows_per_program = cdiv(num_rows, num_partials)
     grad_x = torch.empty((num_rows, num_cols), dtype=x_rows.dtype, device=x_rows.device)
     partial_shape = (num_partials, num_cols)
@@ -213,7 +206,7 @@ def norm_backward(
         x_rows.stride(0), grad_y.stride(0), grad_x.stride(0),
         num_rows, num_cols, rows_per_program,
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=has_bias, BLOCK_SIZE=block,
-        num_warps=_num_warps(block),
+        num_warps=num_warps_for(block, most=16),
     )
     sum_grid = (cdiv(num_cols, PARTIAL_SUM_BLOCK),)
     grad_weight = torch.empty_like(weight)

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import refuse_double_backward, through_operator
 from .validation import check_block_size, check_tensor, needs_int64_offsets
@@ -179,18 +180,6 @@ def softmax_backward_kernel(
         tl.store(grad_input_row + start + cols, y * (dy - row_dot), mask=mask)
 
 
-def _num_warps(block_size: int) -> int:
-    # More warps for wider rows keep the per-thread register load bounded (H100: 32 warps
-    # for 32768-element rows, 16 for 16384 ran fastest).
-    if block_size >= 32768:
-        return 32
-    if block_size >= 16384:
-        return 16
-    if block_size >= 2048:
-        return 8
-    return 4
-
-
 def one_pass_rows(block_size: int) -> int:
     """Rows per program for the one-pass kernel: enough for :data:`ONE_PASS_TILE` elements."""
     return max(1, ONE_PASS_TILE // block_size)
@@ -241,13 +230,13 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
         block_rows = one_pass_rows(block_size)
         fast_launch(softmax_kernel)[(cdiv(num_rows, block_rows),)](
             rows, out_rows, *strides, num_rows, num_cols, BLOCK_ROWS=block_rows,
-            BLOCK_SIZE=block_size, num_warps=_num_warps(block_rows * block_size),
+            BLOCK_SIZE=block_size, num_warps=num_warps_for(block_rows * block_size),
             INT64_OFFSETS=int64_offsets,
         )
     else:
         fast_launch(softmax_online_kernel)[(num_rows,)](
             rows, out_rows, *strides, num_cols, BLOCK_SIZE=block_size,
-            num_warps=_num_warps(block_size), INT64_OFFSETS=int64_offsets,
+            num_warps=num_warps_for(block_size), INT64_OFFSETS=int64_offsets,
         )
     return out
 
@@ -266,7 +255,7 @@ def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     fast_launch(softmax_backward_kernel)[(out_rows.shape[0],)](
         out_rows, grad_out_rows, grad_in, out_rows.stride(0),
         grad_out_rows.stride(0), grad_out_rows.stride(1), num_cols,
-        BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),
+        BLOCK_SIZE=block_size, num_warps=num_warps_for(block_size),
         INT64_OFFSETS=needs_int64_offsets(out_rows, grad_out_rows),
     )
     return grad_in
