@@ -43,7 +43,7 @@ def sampled(fn):
     return ms
 
 
-benchmark.median_ms = sampled  # sweeps look it up when they time
+benchmark.recording.median_ms = sampled  # sweeps (Benchmark) look it up there when they time
 page = os.path.abspath(args.page)
 os.chdir(os.path.dirname(page))
 sys.argv = [page]

@@ -631,7 +631,7 @@ for run in column_ladder:
 # Each size is autotuned on its first call, before timing. These are the GPU's times, with
 # the host left out: each side's calls, on copies of the inputs too large together for the
 # L2 cache, are captured in one CUDA graph and replayed (``gpu_ms`` in
-# ``triton_guide/benchmark.py``). The series "triton_guide" is ``matmul`` (step 4).
+# ``triton_guide/benchmark/timing.py``). The series "triton_guide" is ``matmul`` (step 4).
 #
 # The ceiling drawn for each GPU is the ladder's cuBLAS call on 8192^3 float16 inputs,
 # timed the same way as the ladder (``median_ms``, on the same inputs every call), but
