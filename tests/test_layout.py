@@ -55,3 +55,17 @@ def test_the_checks_above_would_catch_a_lab_import(tmp_path):
     page = tmp_path / "page.py"
     page.write_text("import torch\nfrom lab.tune import MATMUL_SHAPES\nimport tune\n")
     assert {"lab", "tune"} <= imported_names(page)
+
+
+# Module sizes: past these a module does more than one job (split it by job, as
+# triton_guide/benchmark/ and triton_guide/exercises/ are).
+MOST_LINES = 700
+MOST_LINES_IN_BENCHMARK = 400
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "triton_guide").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_package_module_is_too_long(path):
+    most = MOST_LINES_IN_BENCHMARK if path.parent.name == "benchmark" else MOST_LINES
+    lines = len(path.read_text().splitlines())
+    assert lines <= most, f"{path.relative_to(ROOT)} has {lines} lines (at most {most})"
