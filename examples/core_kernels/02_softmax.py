@@ -22,6 +22,7 @@ import functools
 import math
 
 import torch
+import triton
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_for_cold_cache,
@@ -29,8 +30,6 @@ from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_f
 from triton_guide.hardware import num_warps_for  # how the launchers pick num_warps
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
-
-import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

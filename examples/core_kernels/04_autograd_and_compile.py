@@ -20,16 +20,13 @@ You will learn:
 
 # %%
 import torch
+import triton
+import triton.language as tl
 
-# triton_guide first: without a GPU it sets TRITON_INTERPRET=1, which Triton reads each
-# time @triton.jit decorates a function. So it must be set before any kernel is defined,
-# this page's included, and before Triton is imported, since importing Triton defines its
-# own library functions (tl.max, tl.sum, ...) with the same decorator.
+# Without a GPU, triton_guide sets TRITON_INTERPRET=1, which Triton reads each time
+# @triton.jit decorates a function, so this page's kernels run in the interpreter too.
 from triton_guide import matmul, runtime, softmax
 from triton_guide.testing import assert_close, tolerance
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 torch.manual_seed(0)
 print(runtime.describe())
