@@ -23,7 +23,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .launch import cdiv, fast_launch, next_power_of_2
-from .library import through_operator
+from .library import Operator
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
@@ -346,8 +346,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     tensor cores as tf32, Triton's default for ``tl.dot``.
     """
     a, b = check_pair(a, b)
-    if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
-        return _matmul_op(a, b)
+    return _matmul(a, b)
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors=descriptors)
 
@@ -667,14 +669,7 @@ def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torc
     return a, b
 
 
-@torch.library.custom_op("triton_guide::matmul", mutates_args=())
-def _matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return matmul(a, b)
-
-
-@_matmul_op.register_fake
-def _(a, b):
+def _fake(a, b):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
 
 
@@ -683,13 +678,14 @@ def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _matmul_grad(ctx, grad_c):
+def _grad(ctx, grad_c):
     # c = a @ b, so dL/da = dL/dc @ b^T and dL/db = a^T @ dL/dc: two more matmuls, with
-    # transposed views (no copies). They go through the operator, so they differentiate too.
+    # transposed views (no copies). They go through the op again, so they differentiate too.
     a, b = ctx.saved_tensors
-    grad_a = _matmul_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = _matmul_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    grad_a = _matmul(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = _matmul(a.t(), grad_c) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b
 
 
-_matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)
+# Autograd and torch.compile: see triton_guide.library.
+_matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)
