@@ -345,3 +345,20 @@ def test_launch_key_separates_exactly_what_argument_key_separates():
             same_plain = tuple(map(argument_key, a)) == tuple(map(argument_key, b))
             assert same_inline == same_plain, (a, b)
 
+
+
+def test_unchecked_descriptor_equals_the_checked_one():
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from triton_guide.launch import unchecked_descriptor
+
+    base = torch.zeros(8, 32)
+    checked = TensorDescriptor(base, [8, 32], [32, 1], [4, 16])
+    fast = unchecked_descriptor(base, [8, 32], [32, 1], [4, 16])
+    assert type(fast) is TensorDescriptor
+    for field in dataclasses.fields(TensorDescriptor):
+        assert getattr(fast, field.name) is getattr(checked, field.name) or \
+            getattr(fast, field.name) == getattr(checked, field.name), field.name
+    assert argument_key(fast) == argument_key(checked)

@@ -31,7 +31,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .runtime import interpreting
-from .launch import cdiv, fast_launch, next_power_of_2
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
 from .validation import (
     INT32_MAX,
@@ -449,7 +449,8 @@ def _descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescrip
     strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
                for size, stride in zip(t.shape, t.stride())]
     strides[-1] = 1
-    return TensorDescriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
+    # _tma_layout has made t readable by TMA: skip the constructor's re-check of it.
+    return unchecked_descriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
 
 
 def _needs_int64_rows(seq_len: int, head_dim: int) -> bool:

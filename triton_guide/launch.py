@@ -25,6 +25,7 @@ scalars), and for autotuners given a ``pre_hook`` of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -103,6 +104,22 @@ def _hooks_idle() -> bool:
     if enter is None and exit_ is None:
         return True
     return all(hook is None or not getattr(hook, "calls", True) for hook in (enter, exit_))
+
+
+_DESCRIPTOR_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TensorDescriptor)
+                        if field.default is not dataclasses.MISSING}
+
+
+def unchecked_descriptor(base: torch.Tensor, shape: list[int], strides: list[int],
+                         block_shape: list[int]) -> TensorDescriptor:
+    """``TensorDescriptor(base, shape, strides, block_shape)`` without its constructor's
+    checks (alignment of the base and strides, rank, block shape), for a caller that has
+    made them already: they cost several microseconds per descriptor on every call."""
+    descriptor = object.__new__(TensorDescriptor)
+    descriptor.__dict__.update(_DESCRIPTOR_DEFAULTS)
+    descriptor.base, descriptor.shape, descriptor.strides = base, shape, strides
+    descriptor.block_shape = block_shape
+    return descriptor
 
 
 # Host-side integer arithmetic for grids and block sizes. ``triton.cdiv`` and

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .launch import cdiv, fast_launch, next_power_of_2
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
@@ -598,7 +598,8 @@ def descriptor(x: torch.Tensor) -> TensorDescriptor:
     a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
     if stored_by_columns(x):
         x = x.t()
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
+    # kernel_inputs has checked that TMA can read x (descriptor_ready).
+    return unchecked_descriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:
