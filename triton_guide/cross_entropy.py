@@ -337,13 +337,14 @@ def cross_entropy(
     block_size = check_block_size("block_size", block_size)
     # On the CPU (the interpreter) a bad target is found here; on a GPU that would make the
     # host wait for the GPU on every call, so there the kernels turn it into a nan loss.
-    out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
-    if not target.is_cuda and out_of_range.any():
-        bad = int(out_of_range.nonzero()[0, 0])
-        raise ValueError(
-            f"target[{bad}] = {int(target[bad])} is not a class index: targets must lie in "
-            f"[0, {num_classes}) or equal ignore_index ({ignore_index})"
-        )
+    if not target.is_cuda:
+        out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
+        if out_of_range.any():
+            bad = int(out_of_range.nonzero()[0, 0])
+            raise ValueError(
+                f"target[{bad}] = {int(target[bad])} is not a class index: targets must lie "
+                f"in [0, {num_classes}) or equal ignore_index ({ignore_index})"
+            )
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
     if inplace_grad and compute_grad:
         check_inplace_target(logits)

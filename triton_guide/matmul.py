@@ -25,7 +25,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
 from .runtime import interpreting
-from .validation import check_same_dtype, check_tensor, needs_int64_offsets
+from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -350,8 +350,51 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Every decision below (which kernel, copies, the split, c's width) follows from what
+    # the key holds; a loop that multiplies matrices of one layout makes them once.
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        plan = _plans[key] = _plan(a, b)
+    if plan is not None:
+        return plan(a, b)
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors=descriptors)
+
+
+MAX_PLANS = 512
+_plans: dict[tuple, object] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor):
+    """For inputs that the descriptor kernel reads as they are, in one launch: a function
+    ``(a, b) -> a @ b`` that launches it with every argument but the tensors worked out
+    now (what :func:`product` computes on each call). None for any other case."""
+    a_in, b_in, descriptors = kernel_inputs(a, b)
+    if not descriptors or a_in is not a or b_in is not b or default_split(a, b.shape[1],
+                                                                           a.shape[1]):
+        return None
+    (M, K), N = a.shape, b.shape[1]
+    width = output_width(M, N, K, a.element_size())
+    dtype = a.dtype
+    constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
+                     C_ALIGN=alignment(width),
+                     INT64_OFFSETS=needs_int64_offsets(
+                         a, b, largest_index=farthest_offset(a) + M * width))
+
+    def grid(meta):
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
+
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty((M, width), dtype=dtype, device=a.device)
+        fast_launch(matmul_tma_kernel)[grid](
+            descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
+        return c if width == N else c[:, :N].contiguous()
+
+    return launch
 
 
 # Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
