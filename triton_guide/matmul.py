@@ -22,10 +22,10 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocessors,
                        shared_memory_per_block)
-from .launch import cdiv, fast_launch, next_power_of_2
-from .library import through_operator
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
+from .library import Operator
 from .runtime import interpreting
-from .validation import check_same_dtype, check_tensor, needs_int64_offsets
+from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -345,10 +345,55 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     tensor cores as tf32, Triton's default for ``tl.dot``.
     """
     a, b = check_pair(a, b)
-    if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
-        return _matmul_op(a, b)
+    return _matmul(a, b)
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Every decision below (which kernel, copies, the split, c's width) follows from what
+    # the key holds; a loop that multiplies matrices of one layout makes them once.
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        plan = _plans[key] = _plan(a, b)
+    if plan is not None:
+        return plan(a, b)
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors=descriptors)
+
+
+MAX_PLANS = 512
+_plans: dict[tuple, object] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor):
+    """For inputs that the descriptor kernel reads as they are, in one launch: a function
+    ``(a, b) -> a @ b`` that launches it with every argument but the tensors worked out
+    now (what :func:`product` computes on each call). None for any other case."""
+    a_in, b_in, descriptors = kernel_inputs(a, b)
+    if not descriptors or a_in is not a or b_in is not b or default_split(a, b.shape[1],
+                                                                           a.shape[1]):
+        return None
+    (M, K), N = a.shape, b.shape[1]
+    width = output_width(M, N, K, a.element_size())
+    dtype = a.dtype
+    constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
+                     C_ALIGN=alignment(width),
+                     INT64_OFFSETS=needs_int64_offsets(
+                         a, b, largest_index=farthest_offset(a) + M * width))
+
+    def grid(meta):
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
+
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty((M, width), dtype=dtype, device=a.device)
+        fast_launch(matmul_tma_kernel)[grid](
+            descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
+        return c if width == N else c[:, :N].contiguous()
+
+    return launch
 
 
 # Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
@@ -556,7 +601,8 @@ def descriptor(x: torch.Tensor) -> TensorDescriptor:
     a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
     if stored_by_columns(x):
         x = x.t()
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
+    # kernel_inputs has checked that TMA can read x (descriptor_ready).
+    return unchecked_descriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:
@@ -627,14 +673,7 @@ def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torc
     return a, b
 
 
-@torch.library.custom_op("triton_guide::matmul", mutates_args=())
-def _matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return matmul(a, b)
-
-
-@_matmul_op.register_fake
-def _(a, b):
+def _fake(a, b):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
 
 
@@ -643,13 +682,14 @@ def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _matmul_grad(ctx, grad_c):
+def _grad(ctx, grad_c):
     # c = a @ b, so dL/da = dL/dc @ b^T and dL/db = a^T @ dL/dc: two more matmuls, with
-    # transposed views (no copies). They go through the operator, so they differentiate too.
+    # transposed views (no copies). They go through the op again, so they differentiate too.
     a, b = ctx.saved_tensors
-    grad_a = _matmul_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = _matmul_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    grad_a = _matmul(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = _matmul(a.t(), grad_c) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b
 
 
-_matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)
+# Autograd and torch.compile: see triton_guide.library.
+_matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)

@@ -15,6 +15,7 @@ up. No atomics, no locks, and the same result on every run.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import triton
@@ -22,6 +23,7 @@ import triton.language as tl
 
 from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
+from .library import Operator
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -220,23 +222,54 @@ def norm_backward(
     return grad_x, grad_weight, grad_bias
 
 
-class _Norm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps, subtract_mean):
-        x_rows = x.view(-1, x.shape[-1])
-        y, mean, rstd = norm_forward(x_rows, weight, bias, eps, subtract_mean)
-        ctx.save_for_backward(x_rows, weight, mean, rstd)
-        ctx.has_bias = bias is not None
-        ctx.subtract_mean = subtract_mean
-        return y.view(x.shape)
+def _norm_operators(name: str, subtract_mean: bool) -> Operator:
+    """The forward Operator of ``layer_norm`` (``subtract_mean``) or ``rms_norm``, with its
+    backward Operator (see triton_guide.library)."""
 
-    @staticmethod
-    def backward(ctx, grad_y):
-        x_rows, weight, mean, rstd = ctx.saved_tensors
+    def launch(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+               eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y, mean, rstd = norm_forward(x.view(-1, x.shape[-1]), weight, bias, eps, subtract_mean)
+        return y.view(x.shape), mean, rstd
+
+    def fake(x, weight, bias, eps):
+        rows = x.numel() // x.shape[-1]
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        mean = torch.empty(rows if subtract_mean else 1, dtype=torch.float32, device=x.device)
+        return y, mean, torch.empty(rows, dtype=torch.float32, device=x.device)
+
+    def launch_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                        mean: torch.Tensor, rstd: torch.Tensor, has_bias: bool,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         grad_x, grad_weight, grad_bias = norm_backward(
-            grad_y, x_rows, weight, mean, rstd, ctx.has_bias, ctx.subtract_mean,
-        )
-        return grad_x.view(grad_y.shape), grad_weight, grad_bias, None, None
+            grad_y, x.view(-1, x.shape[-1]), weight, mean, rstd, has_bias, subtract_mean)
+        # An operator returns tensors only: no bias, an empty one in its place.
+        if grad_bias is None:
+            grad_bias = grad_weight.new_empty(0)
+        return grad_x.view(x.shape), grad_weight, grad_bias
+
+    def fake_backward(grad_y, x, weight, mean, rstd, has_bias):
+        return (torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight),
+                torch.empty_like(weight) if has_bias else weight.new_empty(0))
+
+    def save(ctx, inputs, output):
+        x, weight, bias, eps = inputs
+        _, mean, rstd = output
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.mark_non_differentiable(mean, rstd)
+
+    def grad(ctx, grad_y, grad_mean, grad_rstd):
+        x, weight, mean, rstd = ctx.saved_tensors
+        grad_x, grad_weight, grad_bias = backward(grad_y, x, weight, mean, rstd, ctx.has_bias)
+        return grad_x, grad_weight, grad_bias if ctx.has_bias else None, None
+
+    backward = Operator(f"{name}_backward", launch_backward, fake=fake_backward,
+                        refuse_name=name)
+    return Operator(name, launch, fake=fake, backward=grad, setup_context=save)
+
+
+_layer_norm = _norm_operators("layer_norm", subtract_mean=True)
+_rms_norm = _norm_operators("rms_norm", subtract_mean=False)
 
 
 def _check_inputs(x, weight, bias, eps):
@@ -295,7 +328,7 @@ def layer_norm(
     :data:`MAX_BLOCK` elements.
     """
     x, weight, bias = _check_inputs(x, weight, bias, eps)
-    return _Norm.apply(x, weight, bias, float(eps), True)
+    return _layer_norm(x, weight, bias, float(eps))[0]
 
 
 def rms_norm(
@@ -310,4 +343,4 @@ def rms_norm(
     if eps is None and isinstance(x, torch.Tensor) and x.is_floating_point():
         eps = torch.finfo(x.dtype).eps
     x, weight, _ = _check_inputs(x, weight, None, eps)
-    return _Norm.apply(x, weight, None, float(eps), False)
+    return _rms_norm(x, weight, None, float(eps))[0]

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from .hardware import num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
-from .library import refuse_double_backward, through_operator
+from .library import Operator
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
@@ -217,9 +217,11 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
         block_size = ONLINE_BLOCK if block_size is None else check_block_size("block_size", block_size)
     else:
         block_size = one_pass_block
-    if through_operator(x):
-        return _softmax_op(x, method, block_size)
+    return _softmax(x, method, block_size)
 
+
+def _launch(x: torch.Tensor, method: str, block_size: int) -> torch.Tensor:
+    num_cols = x.shape[-1]
     rows = x.reshape(-1, num_cols)  # a view when the strides allow, else a copy
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     out_rows = out.view(-1, num_cols)
@@ -261,28 +263,15 @@ def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     return grad_in
 
 
-# Registered as PyTorch operators, so that autograd records the call and torch.compile
-# treats it as one opaque node with a known output shape (the "fake" implementation).
-@torch.library.custom_op("triton_guide::softmax", mutates_args=())
-def _softmax_op(x: torch.Tensor, method: str, block_size: int) -> torch.Tensor:
-    with torch.no_grad():
-        if method == "online":
-            return softmax(x, method=method, block_size=block_size)
-        return softmax(x, method=method)
-
-
-@_softmax_op.register_fake
-def _(x, method, block_size):
+def _fake(x, method, block_size):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-@torch.library.custom_op("triton_guide::softmax_backward", mutates_args=())
-def _softmax_backward_op(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+def _launch_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     return softmax_backward(out, grad_out)
 
 
-@_softmax_backward_op.register_fake
-def _(out, grad_out):
+def _fake_backward(out, grad_out):
     return torch.empty(out.shape, dtype=out.dtype, device=out.device)
 
 
@@ -290,10 +279,14 @@ def _save_output(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
-def _softmax_grad(ctx, grad_out):
+def _grad(ctx, grad_out):
     (out,) = ctx.saved_tensors
-    return _softmax_backward_op(out, grad_out), None, None
+    return _softmax_backward(out, grad_out), None, None
 
 
-_softmax_op.register_autograd(_softmax_grad, setup_context=_save_output)
-refuse_double_backward(_softmax_backward_op, "softmax")
+# Autograd and torch.compile: see triton_guide.library. The backward kernel has no
+# derivative of its own: a second backward through it raises.
+_softmax_backward = Operator("softmax_backward", _launch_backward, fake=_fake_backward,
+                             refuse_name="softmax")
+_softmax = Operator("softmax", _launch, fake=_fake, backward=_grad,
+                    setup_context=_save_output)
