@@ -39,18 +39,20 @@ def _interpret_imported_triton() -> int:
     swaps one for the other wherever the library keeps them: in the namespaces of the
     ``triton.language`` modules, and on ``tl.tensor`` for those that are also methods
     (``x.sum()``), where, as Triton does for a function that is not a ``JITFunction``, a
-    plain function forwards the call."""
+    plain function forwards the call. A kernel of the caller's own, decorated before
+    triton_guide was imported, stays a ``JITFunction``: define kernels after the import."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    converted: dict[int, InterpretedFunction] = {}
+    # id -> (the JITFunction, kept alive so that its id stays its own; its replacement)
+    converted: dict[int, tuple[JITFunction, InterpretedFunction]] = {}
 
     def interpreted(value):
         if type(value) is not JITFunction:  # not autotuners or heuristics, which wrap one
             return None
         if id(value) not in converted:
-            converted[id(value)] = InterpretedFunction(value.fn)
-        return converted[id(value)]
+            converted[id(value)] = (value, InterpretedFunction(value.fn))
+        return converted[id(value)][1]
 
     modules = [module for name, module in list(sys.modules.items())
                if module is not None and (name == "triton.language"
@@ -60,12 +62,11 @@ def _interpret_imported_triton() -> int:
             function = interpreted(value)
             if function is not None:
                 setattr(module, name, function)
-    tensor = sys.modules["triton.language.core"].tensor if "triton.language.core" in \
-        sys.modules else None
-    for name, value in list(vars(tensor).items()) if tensor is not None else []:
+    core = sys.modules.get("triton.language.core")
+    for name, value in list(vars(core.tensor).items()) if core is not None else []:
         function = interpreted(value)
         if function is not None:
-            setattr(tensor, name, lambda *args, _function=function, **kwargs:
+            setattr(core.tensor, name, lambda *args, _function=function, **kwargs:
                     _function(*args, **kwargs))
     return len(converted)
 
