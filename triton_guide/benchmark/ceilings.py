@@ -25,7 +25,7 @@ class Ceiling:
     unit: str
 
 
-def _check_ceiling(kind: str) -> None:
+def check_ceiling(kind: str) -> None:
     if kind not in CEILING_UNITS:
         raise ValueError(f"ceiling={kind!r} is not one of {sorted(CEILING_UNITS)}: use 'copy' "
                          "for a memory-bound kernel, 'gemm_fp16' or 'gemm_bf16' for a "
@@ -61,7 +61,7 @@ def measure_ceiling(kind: str) -> Ceiling:
     the bandwidth a memory-bound kernel can hope for. ``"gemm_fp16"`` / ``"gemm_bf16"``:
     an 8192 x 8192 x 8192 cuBLAS product, the TFLOP/s a compute-bound kernel can hope for.
     """
-    _check_ceiling(kind)
+    check_ceiling(kind)
     if not timings_meaningful():
         raise RuntimeError(NO_TIMINGS)
     import torch

@@ -87,9 +87,9 @@ def _lay_out(figure, panels, suptitle, legends, footers) -> None:
 
 
 def draw(results, *, title: str | None = None, ylabel: str | None = None):
-    """The figure of a :class:`~triton_guide.benchmark.Results` (its ``plot``), None when it
-    has no run. Each GPU's ceiling as a wide pale line. Up to OVERLAID_VARIANTS variants share
-    one axes, colour by GPU and line style by variant, with a legend column per GPU
+    """The figure of a :class:`~triton_guide.benchmark.Results` (its ``plot``), None when
+    it has no run. Each GPU's ceiling as a wide pale line. Up to OVERLAID_VARIANTS variants
+    share one axes, colour by GPU and line style by variant, with a legend column per GPU
     headed by its name; more get one panel per GPU on a shared y axis, colour and line
     style by variant, and one legend. Under the legend, each GPU's provenance."""
     if not results.runs:

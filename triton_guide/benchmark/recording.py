@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import results as store
 from ..runtime import interpreting, timings_meaningful
-from .ceilings import CEILING_UNITS, Ceiling, _check_ceiling, measure_ceiling
+from .ceilings import CEILING_UNITS, Ceiling, check_ceiling, measure_ceiling
 from .runs import Results, Run
 from .tables import print_table
 from .timing import HOST_TIMED_ROUNDS, gpu_ms, median_ms
@@ -23,7 +23,6 @@ NO_RECORDING_TO_INTERPRET = (
     "numpy on the CPU and are never recorded. Run `make bench` on a GPU machine, or unset "
     "TRITON_GUIDE_RECORD."
 )
-
 
 
 class Benchmark:
@@ -106,7 +105,7 @@ class Benchmark:
         GPU, as recorded beside this page's benchmarks, else beside another page's (the
         first in path order), so that a page can use a roof another page's benchmark
         measured, such as the copy ceiling on a compute-bound page."""
-        _check_ceiling(kind)
+        check_ceiling(kind)
         found: dict[str, Ceiling] = {}
         if self.live:
             found[store.short_gpu_name(self.gpu["name"])] = measure_ceiling(kind)
@@ -150,7 +149,7 @@ class Benchmark:
         variant, given x, returns a list of calls doing the same work on distinct copies of
         the inputs (:func:`cold_matmul_inputs` makes such copies for a matmul).
         """
-        _check_ceiling(ceiling)
+        check_ceiling(ceiling)
         if CEILING_UNITS[ceiling] != unit:
             raise ValueError(f"unit={unit!r} does not match ceiling={ceiling!r}, which is in "
                              f"{CEILING_UNITS[ceiling]}: give the rate in that unit or "
