@@ -1,0 +1,139 @@
+"""Lesson pages keep their code cells short enough to hold in view.
+
+A code cell of an example page (``examples/**/*.py``, cells as sphinx-gallery splits them)
+may run to CELL_LIMIT lines. The kernel being taught does not count: a kernel shown with
+``literalinclude`` lives in the cell's text (comments in the source), and a ``@triton.jit``
+function written on the page is left out of its cell's count. Measurement and plotting
+code belongs in ``triton_guide.benchmark`` helpers, not in a long cell.
+
+Cells that are longer today are listed in LONG_CELLS with their measured length: the test
+fails when one grows past that length, when one comes down to the limit (take it off the
+list), and when an entry names a cell that no longer exists. The list can only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PAGES = sorted(EXAMPLES.rglob("*.py"))
+CELL_LIMIT = 30
+
+# (page under examples/, heading of the cell's section) -> its length when listed.
+LONG_CELLS = {
+    ('basics/01_vector_add.py', 'Bandwidth'): 40,
+    ('basics/02_grid_math.py', 'Two dimensions: tiles'): 32,
+    ('basics/04_triton_pytorch_cuda.py', 'Where this page ran'): 31,
+    ('basics/04_triton_pytorch_cuda.py', 'Bandwidth against working-set size'): 46,
+    ('basics/04_triton_pytorch_cuda.py', 'Arithmetic intensity and the roofline'): 82,
+    ('basics/04_triton_pytorch_cuda.py', 'Fusion: bytes moved by a chain against one kernel'): 44,
+    ('core_kernels/01_matmul.py', 'What each step buys'): 40,
+    ('core_kernels/01_matmul.py', "The host's share"): 37,
+    ('core_kernels/02_softmax.py', 'Performance'): 63,
+    ('core_kernels/02_softmax.py', "The host's share"): 56,
+    ('core_kernels/03_flash_attention.py', 'What each step buys'): 52,
+    ('core_kernels/03_flash_attention.py', 'Performance'): 52,
+    ('core_kernels/05_reductions.py', 'Run to run: which method gives the same bits?'): 34,
+    ('core_kernels/05_reductions.py', 'Speed against torch.sum'): 49,
+    ('core_kernels/06_cross_entropy.py', 'Check against PyTorch'): 33,
+    ('core_kernels/06_cross_entropy.py', 'Time and peak memory at LLM sizes'): 39,
+    ('core_kernels/07_norms.py', 'Bandwidth'): 112,
+    ('core_kernels/07_norms.py', "Which ratios are the kernel's"): 32,
+    ('core_kernels/07_norms.py', 'The forward kernels alone'): 57,
+    ('debugging/01_debugging.py', 'Compile time: ``tl.static_print`` and ``tl.static_assert``'): 33,
+    ('debugging/03_performance_habits.py', 'Coalescing: rows against columns'): 38,
+    ('debugging/03_performance_habits.py', 'What autotuning picks, and what it costs'): 76,
+}
+
+
+def kernel_lines(code: str) -> set[int]:
+    """Line numbers (1-based, in ``code``) of every top-level ``@triton.jit`` function,
+    decorators included: the kernels a page writes out to teach them."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    lines: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+                "jit" in ast.unparse(decorator) for decorator in node.decorator_list):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            lines.update(range(first, node.end_lineno + 1))
+    return lines
+
+
+def heading(text: str) -> str | None:
+    """The RST section title that opens a text block (a line underlined by -, = or ~)."""
+    lines = [line.removeprefix("#").strip() for line in text.splitlines()]
+    for title, underline in zip(lines, lines[1:]):
+        if title and re.fullmatch(r"([-=~^])\1{2,}", underline):
+            return title
+    return None
+
+
+def cell_lengths(path: Path) -> dict[str, int]:
+    """Each code cell's length in lines, kernels left out, by the heading of the section
+    it sits in (the longest cell where a section has several)."""
+    _, blocks = split_code_and_text_blocks(str(path))[:2]
+    section, lengths = "(first cell)", {}
+    for label, content, *_ in blocks:
+        if label == "text":
+            section = heading(content) or section
+            continue
+        code = content.strip("\n")
+        if not code.strip():
+            continue
+        kernels = kernel_lines(code)
+        counted = [line for number, line in enumerate(code.split("\n"), 1)
+                   if number not in kernels]
+        while counted and not counted[-1].strip():
+            counted.pop()
+        while counted and not counted[0].strip():
+            counted.pop(0)
+        lengths[section] = max(lengths.get(section, 0), len(counted))
+    return lengths
+
+
+def page_id(path: Path) -> str:
+    return path.relative_to(EXAMPLES).as_posix()
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_id)
+def test_code_cells_fit_in_view(path):
+    too_long = []
+    for section, length in cell_lengths(path).items():
+        listed = LONG_CELLS.get((page_id(path), section))
+        if listed is None and length > CELL_LIMIT:
+            too_long.append(f"{section!r}: {length} lines (limit {CELL_LIMIT})")
+        elif listed is not None and length > listed:
+            too_long.append(f"{section!r}: {length} lines, longer than the {listed} it "
+                            "was listed with in LONG_CELLS")
+    assert not too_long, (f"{page_id(path)}: code cells over the limit; move measurement "
+                          "and plotting into triton_guide.benchmark helpers or split the "
+                          "cell:\n  " + "\n  ".join(too_long))
+
+
+def test_long_cells_list_only_cells_still_too_long():
+    lengths = {(page_id(path), section): length
+               for path in PAGES for section, length in cell_lengths(path).items()}
+    gone = [key for key in LONG_CELLS if key not in lengths]
+    fixed = [f"{key}: now {lengths[key]} lines" for key in LONG_CELLS
+             if key in lengths and lengths[key] <= CELL_LIMIT]
+    assert not gone, f"LONG_CELLS names cells that no longer exist: {gone}"
+    assert not fixed, f"these cells are within the limit now, take them off LONG_CELLS: {fixed}"
+
+
+def test_cell_lengths_leave_out_a_kernel_written_on_the_page(tmp_path):
+    body = "\n".join(f"value_{k} = {k}" for k in range(CELL_LIMIT))
+    kernel = "\n".join(["@triton.jit", "def kernel(x_ptr):"]
+                       + [f"    x_{k} = tl.load(x_ptr + {k})" for k in range(40)])
+    page = tmp_path / "01_page.py"
+    page.write_text(f'"""\nTitle\n=====\n"""\n\n# %%\n# A kernel\n# --------\n\n{kernel}\n\n'
+                    f"{body}\n\n# %%\n# Plotting\n# --------\n\n{body}\nextra = 1\n")
+    assert cell_lengths(page) == {"A kernel": CELL_LIMIT, "Plotting": CELL_LIMIT + 1}
