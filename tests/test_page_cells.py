@@ -27,9 +27,7 @@ CELL_LIMIT = 30
 
 # (page under examples/, heading of the cell's section) -> its length when listed.
 LONG_CELLS = {
-    ('basics/01_vector_add.py', 'Bandwidth'): 40,
     ('basics/02_grid_math.py', 'Two dimensions: tiles'): 32,
-    ('basics/04_triton_pytorch_cuda.py', 'Where this page ran'): 31,
     ('basics/04_triton_pytorch_cuda.py', 'Bandwidth against working-set size'): 46,
     ('basics/04_triton_pytorch_cuda.py', 'Arithmetic intensity and the roofline'): 82,
     ('basics/04_triton_pytorch_cuda.py', 'Fusion: bytes moved by a chain against one kernel'): 44,

@@ -107,15 +107,14 @@ fig.tight_layout()
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose_kernel
 #
-# and the launcher. Its first lines, not shown, check the arguments and, when autograd
-# must record the call or ``torch.compile`` traces it, send the call through a registered
-# PyTorch operator instead (the :ref:`autograd page
-# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why). The
-# part that launches:
+# and the launcher. ``transpose`` checks the arguments and passes them, through a
+# registered PyTorch operator where autograd must record the call or ``torch.compile``
+# traces it (the :ref:`autograd page
+# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why), to
+# ``_launch``, the part that launches:
 #
 # .. literalinclude:: /../triton_guide/transpose.py
-#    :pyobject: transpose
-#    :start-at: num_rows, num_cols = x.shape
+#    :pyobject: _launch
 #
 # ``block_rows`` and ``block_cols`` are keyword arguments of ``transpose``, the tile's
 # height and width; their defaults are printed below. ``needs_int64_offsets(x, out)``
@@ -159,6 +158,8 @@ print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
 # a matrix down its columns on purpose, with no tile to rearrange, to show the cost.
 # Baseline: ``x.t().contiguous()`` in PyTorch; ceiling: a device-to-device copy of 1 GiB,
 # measured in the same run.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 sizes = [512, 1024, 2048, 4096, 8192]
 

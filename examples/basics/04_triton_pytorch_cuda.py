@@ -18,12 +18,6 @@ You will learn:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none.
-# Every GPU number below (sizes, bandwidths, rates) was measured on a GPU: in this build
-# when it has one, else recorded earlier on the GPUs, versions and commits named here.
-
 import math
 
 import matplotlib.pyplot as plt
@@ -32,24 +26,10 @@ import triton
 from matplotlib.lines import Line2D
 from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
-from triton_guide import (
-    attention,
-    matmul,
-    runtime,
-    softmax,
-    softmax_naive,
-    vector_add,
-)
+from triton_guide import attention, matmul, runtime, softmax, softmax_naive, vector_add
 from triton_guide.benchmark import Benchmark, gb_per_s, tflop_per_s
-from triton_guide.traffic import (
-    READ_BLOCK,
-    attention_cost,
-    count_bytes,
-    matmul_cost,
-    read_working_set,
-    softmax_cost,
-    vector_add_cost,
-)
+from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmul_cost,
+                                  read_working_set, softmax_cost, vector_add_cost)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
@@ -185,6 +165,8 @@ for run in sizes:
 # rate as the median of the sizes from 4 MiB to half of L2. That range is this page's
 # choice: it leaves out the smallest sets, and keeps well clear of the drop near the
 # size of L2.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 print(f"each program reads {READ_BLOCK} float32 = {READ_BLOCK * 4 // 1024} KiB")
 working_sets = [2.0**k for k in range(-2, 12)]  # MiB: 256 KiB to 2 GiB

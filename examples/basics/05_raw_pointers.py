@@ -18,20 +18,15 @@ You will learn:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none,
-# and this page is about the difference: what an address means depends on which ran it.
-# This line says which, and with which versions.
-
 import torch
 
 from triton_guide import runtime
+from triton_guide.benchmark import Benchmark
 from triton_guide.debugging import run_python
 from triton_guide.raw_pointers import BLOCK_SIZE, run_solve, solve, solve_reference
 from triton_guide.testing import assert_close
 
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 torch.manual_seed(0)
 

@@ -521,6 +521,8 @@ else:
 # the ones printed below are this recording's, and differ from them by about as much as
 # two sweeps of one run differ (see "How far apart" under "Performance"). (The host's times
 # under "The host's share" are for smaller products, which ``matmul`` keeps in one launch.)
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 
 def on_cold_copies(fn):

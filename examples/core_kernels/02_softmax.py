@@ -221,6 +221,8 @@ print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
 # kernel must move (read once, write once) for every variant, so the naive version's extra
 # trips show up as a lower rate. The ceiling is a plain device-to-device copy, measured
 # in the same run: read once, write once, no arithmetic.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 lengths = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 

@@ -434,6 +434,8 @@ for causal in (False, True):
 # use both. The tables give each variant's TFLOP/s, one table per GPU; the lines under
 # them give each variant as a share of the two SDPA backends, each step over the one
 # before, and step 4's share of the GEMM ceiling.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 

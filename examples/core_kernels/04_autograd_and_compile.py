@@ -26,10 +26,11 @@ import triton.language as tl
 # Without a GPU, triton_guide sets TRITON_INTERPRET=1, which Triton reads each time
 # @triton.jit decorates a function, so this page's kernels run in the interpreter too.
 from triton_guide import matmul, runtime, softmax
+from triton_guide.benchmark import Benchmark
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 
 # %%

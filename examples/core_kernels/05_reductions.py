@@ -22,11 +22,6 @@ You will learn:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# ``triton_guide`` decides, when it is imported, whether kernels run on the GPU or in
-# the interpreter.
-
 import numpy as np
 import torch
 import triton
@@ -313,6 +308,8 @@ print(f"{num_programs} partial sums added in {orderings} random orders "
 # is a device-to-device copy of 1 GiB, measured in the same run. Its GB/s counts the
 # bytes the copy reads plus the bytes it writes: it is a rate of memory traffic in both
 # directions, here set against a sum that only reads.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 sizes = [2**k for k in range(16, 29, 2)]
 

@@ -344,6 +344,8 @@ XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"
 # the logits once (the targets and the losses are a few bytes per row). The in-place
 # variant is left out: with no gradient to write it is the same call as
 # ``triton_guide``.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 forward_losses = {name: fn for name, fn in losses.items() if "in place" not in name}
 forward_time = bench.sweep(

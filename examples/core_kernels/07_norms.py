@@ -192,6 +192,8 @@ for dtype in (torch.float32, torch.float16):
 # pale line, as on every page) and, as one more variant, a copy that moves the same
 # number of bytes as the norm at each size: the fairer roof at small sizes, where fixed
 # costs weigh more.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 ROWS = 4096
 hiddens = [1024, 2048, 4096, 8192, 16384]

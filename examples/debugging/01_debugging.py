@@ -18,12 +18,6 @@ You will learn:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none;
-# several cells below print differently in the two, and this line says which ran here.
-# ``triton_guide`` makes that choice when it is imported.
-
 import inspect
 import re
 import traceback
@@ -35,6 +29,7 @@ import triton
 import triton.language as tl
 
 from triton_guide import runtime, vector_add, vector_add_reference
+from triton_guide.benchmark import Benchmark
 from triton_guide.debugging import (
     capture_output,
     checked_sqrt,
@@ -47,7 +42,7 @@ from triton_guide.debugging import (
 from triton_guide.testing import assert_close
 from triton_guide.vector_add import vector_add_kernel
 
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 torch.manual_seed(0)
 

@@ -26,10 +26,6 @@ You will learn what these look like, and their fixes:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# ``triton_guide`` decides, when it is imported, between the GPU and the interpreter.
-
 import math
 
 import torch
@@ -38,10 +34,11 @@ import triton.language as tl
 
 from triton_guide import runtime, softmax, softmax_reference, transpose, vector_add
 from triton_guide import vector_sum
+from triton_guide.benchmark import Benchmark
 from triton_guide.transpose import transpose_kernel
 from triton_guide.vector_add import vector_add_kernel
 
-print(runtime.describe())
+print(Benchmark().stamp())
 device = runtime.device()
 torch.manual_seed(0)
 

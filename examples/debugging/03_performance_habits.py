@@ -21,10 +21,6 @@ You will learn:
 """
 
 # %%
-# Where this page ran
-# -------------------
-# ``triton_guide`` decides, when it is imported, between the GPU and the interpreter.
-
 import contextlib
 import functools
 import inspect
@@ -109,6 +105,8 @@ for block_size in block_sizes:
 # %%
 # Measured: GB/s for every combination (one line per ``num_warps``), under the ceiling:
 # a device-to-device copy of 1 GiB, measured in the same run.
+#
+# How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 
 def copy_with_warps(num_warps):

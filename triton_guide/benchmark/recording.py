@@ -67,37 +67,36 @@ class Benchmark:
             return str(path)
 
     def stamp(self) -> str:
-        """Where this page's outputs come from: the machine and versions of this build,
-        whether timings are live, and which recordings (GPU, versions, date, commit)."""
+        """One line saying where this page's outputs come from: what ran it in this build
+        (GPU or interpreter, versions, commit, date) and, where it has benchmarks, whether
+        their timings are live or which recordings (GPU, date, commit) they are drawn from.
+        Pages print it first, under their title, as a footnote to what follows."""
         commit, dirty = store.git_state()
-        build = f"commit {commit[:7]}" if commit else "commit unknown"
-        build += " + local changes" if dirty else ""
+        build = (f"commit {commit[:7]}" if commit else "commit unknown") + (
+            " + local changes" if dirty else "")
         soft = store.software()
         versions = f"triton {soft['triton']}, torch {soft['torch']}"
-        today = store.now()[:10]
         if self.gpu is None:
-            lines = [f"Outputs: computed in this build by the Triton interpreter on the CPU "
-                     f"({versions}; {build}; {today}), at small sizes; nothing is timed."]
+            where = "Triton interpreter on the CPU (small sizes, nothing timed)"
         else:
-            gpu = self.gpu
-            lines = [f"Outputs: computed in this build on {gpu['name']} (CUDA {gpu['cuda']}, "
-                     f"driver {gpu['driver']}; {versions}; {build}; {today})."]
+            where = (f"{store.short_gpu_name(self.gpu['name'])} (CUDA {self.gpu['cuda']}, "
+                     f"driver {self.gpu['driver']})")
+        line = f"Ran on {where}; {versions}; {build}; {store.now()[:10]}."
         if self.live and self.has_benchmarks:
-            where = self._relative(store.record_path(self.gpu["slug"], self.key,
-                                                     self.results_dir))
-            lines.append("Timings: measured live in this build"
-                         + (f", and recorded to {where}." if self.recording else "."))
+            line += " Timings live"
+            if self.recording:
+                path = store.record_path(self.gpu["slug"], self.key, self.results_dir)
+                line += f", recorded to {self._relative(path)}"
+            line += "; beside them, " if self.recordings else "."
+        elif self.recordings:
+            line += " GPU timings "
+        elif self.has_benchmarks:
+            line += (" No GPU timings recorded for this page yet (on a GPU, "
+                     f"`make bench PAGE={self.key}` records them).")
         if self.recordings:
-            lines.append("Timings recorded earlier on other GPUs, drawn beside them:"
-                         if self.live else
-                         "Timings: recorded results (not measured in this build) of")
-            for record in self.recordings:
-                stale = f"; {record['stale']}" if record["stale"] else ""
-                lines.append(f"  - {store.describe_record(record)}{stale}")
-        elif self.has_benchmarks and not self.live:
-            lines.append(f"Timings: none recorded for this page yet (on a GPU, "
-                         f"`make bench PAGE={self.key}` records them).")
-        return "\n".join(lines)
+            line += "recorded on " + ", ".join(
+                f"{_recorded_on(record)}" for record in self.recordings) + "."
+        return line
 
     def ceilings(self, kind: str) -> dict[str, Ceiling]:
         """The ceiling ``kind`` on each GPU this page can speak of, by GPU short name: on a
@@ -273,6 +272,15 @@ class Benchmark:
         for warning in ([run.stale] if run.stale else []) + notes:
             print(f"  NOTE: {warning}")
         return run
+
+
+def _recorded_on(record: dict) -> str:
+    """``H100 80GB HBM3 (2026-05-01, commit 1a2b3c4)``, flagged when the kernel changed."""
+    synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
+    commit = (record.get("commit") or "unknown")[:7]
+    stale = "; kernel changed since" if record.get("stale") else ""
+    return (f"{synthetic}{store.short_gpu_name(record['gpu']['name'])} "
+            f"({record['date'][:10]}, commit {commit}{stale})")
 
 
 def _as_json(value):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .ceilings import Ceiling
 from .figures import OVERLAID_VARIANTS, draw
 from .tables import print_summary
+from .timing import out_of_line
+
+# Microseconds per call from work over rate: bytes / (GB/s), FLOPs / (TFLOP/s).
+_US_PER_WORK_OVER_RATE = {"GB/s": 1e-3, "TFLOP/s": 1e-6}
 
 
 @dataclass
@@ -54,6 +58,18 @@ class Run:
     def ratio(self, name: str, other: str) -> float:
         """``name`` over ``other``, at the largest x."""
         return self.at_largest(name) / self.at_largest(other)
+
+    def us_per_call(self, name: str, work: Callable[[object], float]) -> list[float]:
+        """``name``'s time per call at each x, in microseconds, worked back from its rate
+        and ``work(x)``, the bytes (for GB/s) or FLOPs (for TFLOP/s) one call does."""
+        scale = _US_PER_WORK_OVER_RATE[self.unit]
+        return [work(x) / rate * scale for x, rate in zip(self.xs, self.series[name])]
+
+    def slow_readings(self, name: str, work: Callable[[object], float]) -> list[int]:
+        """Indices of ``name``'s readings that took over OUT_OF_LINE times as long as a
+        call at a larger x (:func:`~triton_guide.benchmark.out_of_line`): more work cannot
+        take that much less time, so they say more about the run than the kernel."""
+        return out_of_line(self.us_per_call(name, work))
 
 
 class Results:
@@ -99,6 +115,39 @@ class Results:
         variant; more in one panel per GPU. Each GPU's ceiling is a wide pale line, and
         its provenance is under the legend (:func:`~triton_guide.benchmark.figures.draw`)."""
         return draw(self, title=title, ylabel=ylabel)
+
+    def compare(self, name: str, other: str, work: Callable[[object], float]) -> dict:
+        """Print, for each GPU, ``name`` against ``other``: at the largest x, the ratio of
+        their rates and ``name``'s fraction of the ceiling; at the smaller x, the range of
+        the ratio, leaving out the readings either variant got out of line (slow
+        readings, :meth:`Run.slow_readings`; ``work(x)`` is one call's bytes or FLOPs).
+        Return ``{gpu: (lowest, highest)}`` ratios at the smaller x (nan where none is
+        left), so that a page's prose can rest on what it printed."""
+        spans = {}
+        for run in self.runs:
+            largest, x_of = run.largest, lambda i, run=run: f"{self.label} = {run.xs[i]:,}"
+            roof = run.fraction_of_ceiling(name)
+            print(f"{run.gpu}, {x_of(largest)}: {name} at {run.ratio(name, other):.2f}x "
+                  f"{other}'s {self.unit}" + ("" if math.isnan(roof) else
+                                              f", {roof:.0%} of the ceiling"))
+            slow = set()
+            for variant in (name, other):
+                micros = run.us_per_call(variant, work)
+                for i in run.slow_readings(variant, work):
+                    print(f"  left out, a slow reading: {variant} at {x_of(i)}, "
+                          f"{micros[i]:.1f} us per call, longer than at a larger "
+                          f"{self.label}")
+                    slow.add(i)
+            ratios = {i: run[name][i] / run[other][i] for i in range(len(run.xs))
+                      if i != largest and i not in slow}
+            if not ratios:
+                spans[run.gpu] = (math.nan, math.nan)
+                continue
+            low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+            spans[run.gpu] = (ratios[low], ratios[high])
+            print(f"  at smaller {self.label}: {name} from {ratios[low]:.2f}x "
+                  f"({x_of(low)}) to {ratios[high]:.2f}x ({x_of(high)}) {other}'s")
+        return spans
 
     def summary(self, ratios: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, float]]:
         """Print, one column per GPU, each variant's rate at the largest x, the ceiling, each
