@@ -22,6 +22,7 @@ You will learn:
 # %%
 # Setup
 # -----
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -204,14 +205,17 @@ print(f"logits after the in-place forward vs the float64 gradient: relative erro
 # Edges
 # -----
 # Every row ignored: PyTorch's mean divides 0 by 0 and returns ``nan``, the sum is 0,
-# and no logit gets a gradient. The kernel does the same.
+# and no logit gets a gradient. The kernel does the same: its mean scales by 1 / (rows
+# not ignored), here 1 / 0. A GPU computes that ``inf`` silently; the interpreter's numpy
+# would warn about it, so the cell tells numpy not to.
 
 all_ignored = torch.full((4,), -100, device=device)
 small = torch.randn(4, 10, device=device)
 for reduction in ("mean", "sum"):
     leaf = small.clone().requires_grad_()
-    ours = cross_entropy(leaf * 1, all_ignored, reduction=reduction)
-    (grad,) = torch.autograd.grad(ours, leaf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ours = cross_entropy(leaf * 1, all_ignored, reduction=reduction)
+        (grad,) = torch.autograd.grad(ours, leaf)
     theirs = F.cross_entropy(small, all_ignored, reduction=reduction).item()
     print(f"all rows ignored, reduction={reduction!r}: ours {ours.item()}, torch {theirs}; "
           f"every gradient entry 0: {bool((grad == 0).all())}")
