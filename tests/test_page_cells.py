@@ -28,9 +28,8 @@ CELL_LIMIT = 30
 # (page under examples/, heading of the cell's section) -> its length when listed.
 LONG_CELLS = {
     ('basics/02_grid_math.py', 'Two dimensions: tiles'): 32,
-    ('basics/04_triton_pytorch_cuda.py', 'Bandwidth against working-set size'): 46,
-    ('basics/04_triton_pytorch_cuda.py', 'Arithmetic intensity and the roofline'): 82,
-    ('basics/04_triton_pytorch_cuda.py', 'Fusion: bytes moved by a chain against one kernel'): 44,
+    ('basics/00_triton_pytorch_cuda.py', 'Bandwidth against working-set size'): 46,
+    ('basics/00_triton_pytorch_cuda.py', 'Fusion: bytes moved by a chain against one kernel'): 44,
     ('core_kernels/01_matmul.py', 'What each step buys'): 40,
     ('core_kernels/01_matmul.py', "The host's share"): 37,
     ('core_kernels/02_softmax.py', 'Performance'): 63,

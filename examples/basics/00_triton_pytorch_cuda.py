@@ -20,14 +20,12 @@ You will learn:
 # %%
 import math
 
-import matplotlib.pyplot as plt
 import torch
 import triton
-from matplotlib.lines import Line2D
 from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 from triton_guide import attention, matmul, runtime, softmax, softmax_naive, vector_add
-from triton_guide.benchmark import Benchmark, gb_per_s, tflop_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, gpu_colour, roofline, tflop_per_s
 from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmul_cost,
                                   read_working_set, softmax_cost, vector_add_cost)
 
@@ -41,8 +39,9 @@ device = runtime.device()
 # -------------------------
 # Adding two vectors. In **PyTorch** it is ``x + y``: one call, and PyTorch chooses a
 # prebuilt kernel, its launch configuration and its memory access. In **Triton** it is
-# the kernel of the :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`,
-# written for one program that handles ``BLOCK_SIZE`` elements:
+# the kernel of the :ref:`next page <sphx_glr_auto_examples_basics_01_vector_add.py>`
+# (which takes it line by line), written for one program that handles ``BLOCK_SIZE``
+# elements:
 #
 # .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: vector_add_kernel
@@ -74,8 +73,8 @@ device = runtime.device()
 # To call it from PyTorch it must also be compiled (``nvcc``, or
 # ``torch.utils.cpp_extension.load_inline``) and bound to Python. Counting the units of
 # work each level launches for the same vector: a Triton program is not a thread. As the
-# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>` says, each program
-# runs as one CUDA thread block of ``num_warps`` x 32 threads, and each of those threads
+# :ref:`vector-add page <sphx_glr_auto_examples_basics_01_vector_add.py>` explains, each
+# program runs as one CUDA thread block of ``num_warps`` x 32 threads, and each of those threads
 # handles several lanes of the program's block.
 
 n = runtime.pick(interpreter=98_765, gpu=98_765_431)
@@ -201,9 +200,9 @@ figure = levels.plot()
 for i, run in enumerate(levels):
     l2 = l2_mib.get(run.slug, math.nan)
     if not math.isnan(l2):
-        figure.axes[0].axvline(l2, color=f"C{i}", linestyle="--")
+        figure.axes[0].axvline(l2, color=gpu_colour(run.gpu), linestyle="--")
         figure.axes[0].text(l2, 0.03 + 0.07 * i, f" {run.gpu}: L2 {l2:.0f} MiB",
-                            color=f"C{i}", fontsize=7,
+                            color=gpu_colour(run.gpu), fontsize=7,
                             transform=figure.axes[0].get_xaxis_transform())
     in_l2 = sorted(r for mib, r in zip(run.xs, run["read"]) if 4 <= mib <= l2 / 2)
     in_hbm = run.at_largest("read")
@@ -275,73 +274,13 @@ def run_kernel(name):
     return lambda: attention(q, k, v)
 
 
-placed = bench.sweep(
-    "the project's kernels on the roofline",
-    list(kernels),
-    {"achieved": run_kernel},
-    lambda name, ms: tflop_per_s(kernels[name].flops, ms),
-    label="kernel",
-    unit="TFLOP/s",
-    ceiling="gemm_fp16",
-    logx=False,
-)
+placed = bench.sweep("the project's kernels on the roofline", list(kernels),
+                     {"achieved": run_kernel},
+                     lambda name, ms: tflop_per_s(kernels[name].flops, ms), label="kernel",
+                     unit="TFLOP/s", ceiling="gemm_fp16", logx=False)
+# The roof of each GPU, its ridge point, and each kernel's fraction of its roof:
 copy_gb_s = {run.slug: run.ceiling.value for run in levels if run.ceiling}
-markers = ["o", "s", "^", "D", "v", "P"]
-footer = 0.16 * len(placed)  # inches for one provenance line per GPU
-height = 5.2 + footer
-figure = plt.figure(figsize=(8, height))
-axes = figure.add_axes((0.09, (0.55 + footer) / height, 0.6, 4.2 / height))
-for j, cost in enumerate(kernels.values()):  # each kernel's intensity, on the x axis
-    axes.axvline(cost.intensity, color="gray", linestyle=":", linewidth=1)
-    axes.plot(cost.intensity, 0.03, color="black", marker=markers[j],
-              markerfacecolor="white", transform=axes.get_xaxis_transform())
-grid = [2.0**e for e in range(-5, 13)]
-gpu_handles = []  # one legend entry per GPU: its roof and its points
-for i, run in enumerate(placed):
-    peak = run.ceiling.value if run.ceiling else math.nan
-    copy = copy_gb_s.get(run.slug, math.nan)
-    ridge = peak * 1e3 / copy
-    # The roof bends at the ridge point: draw it there, not at the nearest power of two.
-    xs = sorted(grid + [ridge]) if math.isfinite(ridge) else grid
-    axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=f"C{i}")
-    # The first GPU's points filled, the others' hollow and larger: points that fall at
-    # the same place (matmul and attention, near the flat roof) all stay visible.
-    point_style = dict(markerfacecolor=f"C{i}" if i == 0 else "none",
-                       markersize=7 if i == 0 else 11, markeredgewidth=1.5)
-    gpu_handles.append(Line2D(
-        [], [], color=f"C{i}", marker="o", **point_style,
-        label=f"{run.gpu}: roofline and\n{'filled' if i == 0 else 'hollow'} points; "
-              f"{copy:,.0f} GB/s,\n{peak:,.0f} TFLOP/s (fp16 GEMM)"))
-    print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
-          f"ridge point {ridge:.0f} FLOP/byte")
-    for name, achieved in zip(run.xs, run["achieved"]):
-        if name not in kernels:  # recorded under a name this page no longer uses
-            continue
-        cost = kernels[name]
-        axes.plot(cost.intensity, achieved, color=f"C{i}", linestyle="",
-                  marker=markers[list(kernels).index(name) % len(markers)],
-                  zorder=3 + i, **point_style)
-        roof = min(peak, cost.intensity * copy / 1e3)
-        print(f"  {name:<30} {achieved:8.2f} TFLOP/s, "
-              f"{achieved / roof:5.0%} of its roof")
-    stale = f"  [{run.stale}]" if run.stale else ""
-    figure.text(0.01, (footer - 0.16 * (i + 1) + 0.05) / height, run.footer() + stale,
-                color=f"C{i}", fontsize=6.5)
-if placed:
-    axes.set_yscale("log")
-    axes.set_ylim(bottom=axes.get_ylim()[0] / 4)  # room for the markers on the x axis
-    axes.set_ylabel("TFLOP/s")
-else:
-    axes.set_yticks([])
-    axes.set_ylabel("TFLOP/s (no GPU recording yet)")
-axes.set_xscale("log", base=2)
-axes.set_xlabel("arithmetic intensity (FLOP/byte)")
-axes.grid(True, alpha=0.3)
-axes.set_title("the project's kernels on the roofline", fontsize=10)
-handles = gpu_handles + [
-    Line2D([], [], color="black", linestyle="", marker=markers[j], label=name)
-    for j, name in enumerate(kernels)]
-axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+figure = roofline(placed, kernels, copy_gb_s)
 
 # %%
 # Fusion: bytes moved by a chain against one kernel

@@ -119,7 +119,7 @@ fig.tight_layout()
 # ``block_rows`` and ``block_cols`` are keyword arguments of ``transpose``, the tile's
 # height and width; their defaults are printed below. ``needs_int64_offsets(x, out)``
 # says whether an offset can pass ``2**31 - 1``; only then is ``INT64_OFFSETS`` true, and
-# the kernel computes its offsets in 64 bits, as on :ref:`the first page
+# the kernel computes its offsets in 64 bits, as on :ref:`the vector-add page
 # <sphx_glr_auto_examples_basics_01_vector_add.py>`.
 
 defaults = {name: parameter.default
@@ -149,7 +149,7 @@ print(f"and of a strided view of shape {tuple(strided.shape)} with strides "
 # along the input's rows, and stores it along the output's rows, moving it between the
 # two arrangements through shared memory on the way. (Shared memory is a small, fast
 # memory on each streaming multiprocessor, or SM, the part of the GPU that runs a
-# program; :ref:`the GPU page <sphx_glr_auto_examples_basics_04_triton_pytorch_cuda.py>`
+# program; :ref:`the GPU page <sphx_glr_auto_examples_basics_00_triton_pytorch_cuda.py>`
 # describes it.) Triton can do this because it knows, when it compiles, which axis of
 # each tile is contiguous: it compiles a separate kernel for integer arguments equal to 1
 # and folds them in as constants, so the column strides of a contiguous input and output

@@ -35,7 +35,7 @@ torch.manual_seed(0)
 # ------------------------------------
 # When a kernel is launched with a tensor, Triton passes the address of its first
 # element and types the parameter from the tensor's dtype: in the kernel of the
-# :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`, ``x_ptr`` is a
+# :ref:`vector-add page <sphx_glr_auto_examples_basics_01_vector_add.py>`, ``x_ptr`` is a
 # ``pointer<fp32>``. ``tensor.data_ptr()`` is that same address as a Python integer.
 # The shape, the strides, the dtype and the device are *not* passed: they stay behind
 # in the tensor object.
@@ -55,7 +55,7 @@ print(f"a[3] lives {a[3].data_ptr() - a.data_ptr()} bytes further: 3 x "
 # that range, above or below (uint64 from 2\ :sup:`63`). A device address is far above
 # 2\ :sup:`31`, so it arrives as int64, and ``.to(tl.pointer_type(tl.float32))``
 # reinterprets it as a pointer to float32; from then on the kernel is the vector
-# addition of the :ref:`first page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
+# addition of the :ref:`vector-add page <sphx_glr_auto_examples_basics_01_vector_add.py>`:
 #
 # .. literalinclude:: /../triton_guide/raw_pointers.py
 #    :pyobject: vector_add_raw_kernel

@@ -2,7 +2,7 @@
 Exercise 1: Scaled add
 ======================
 
-The vector addition of :ref:`the first lesson
+The vector addition of :ref:`the vector-add lesson
 <sphx_glr_auto_examples_basics_01_vector_add.py>` with one more argument: a float that
 scales ``x``. The whole kernel is five lines; the exercise is to get the offsets, the
 mask and the grid right for a length that no block divides.

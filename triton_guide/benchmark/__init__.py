@@ -2,7 +2,8 @@
 pages and ``benchmarks/report.py``. One module per job, every public name importable from
 here: :mod:`~triton_guide.benchmark.timing` (timers and rates),
 :mod:`~triton_guide.benchmark.ceilings`, :mod:`~triton_guide.benchmark.figures` (layout),
-:mod:`~triton_guide.benchmark.tables`, :mod:`~triton_guide.benchmark.runs` (one
+:mod:`~triton_guide.benchmark.roofline`, :mod:`~triton_guide.benchmark.tables`,
+:mod:`~triton_guide.benchmark.runs` (one
 benchmark's numbers per GPU) and :mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
 
@@ -55,9 +56,10 @@ recording it says so in one line and returns an empty ``results``: ``plot`` and
 """
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
-from .figures import (AXES_HEIGHT, FOOTER_CHARS, LEGEND_HANDLE_LENGTH, LINESTYLES, MARKERS,
-                      OVERLAID_VARIANTS, SMALL_TEXT, WIDTH)
+from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
+                      MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
+from .roofline import roofline
 from .runs import Results, Run
 from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
@@ -75,7 +77,8 @@ __all__ = [
     "Ceiling", "measure_ceiling", "CEILING_UNITS", "COPY_ELEMENTS", "GEMM_SIZE",
     # figures and tables
     "LINESTYLES", "MARKERS", "LEGEND_HANDLE_LENGTH", "OVERLAID_VARIANTS", "SMALL_TEXT",
-    "WIDTH", "AXES_HEIGHT", "FOOTER_CHARS", "TABLE_WIDTH",
+    "WIDTH", "AXES_HEIGHT", "FOOTER_CHARS", "TABLE_WIDTH", "GPU_COLOURS", "gpu_colour",
+    "coinciding",
     # a benchmark's numbers, a page's benchmarks
-    "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET",
+    "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET", "roofline",
 ]

@@ -4,8 +4,11 @@ figure is exactly as tall as its contents at the site's width."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import textwrap
+import zlib
 
 LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
@@ -26,6 +29,40 @@ SMALL_TEXT = 8
 WIDTH, AXES_HEIGHT, LEFT, RIGHT, PANEL_GAP, MARGIN, GAP = 8, 3.4, 0.85, 0.2, 0.25, 0.12, 0.15
 # Characters of the 8-point provenance text that fit across an 8-inch figure.
 FOOTER_CHARS = 120
+# One colour per GPU, the same on every page and in every build (by position in the
+# build's list of GPUs, a GPU's colour changed with which GPUs the build had). A GPU not
+# named here gets one of OTHER_GPU_COLOURS, picked from its name.
+GPU_COLOURS = {"H100": "#1f77b4", "H200": "#d62728", "A100": "#2ca02c", "B200": "#9467bd"}
+OTHER_GPU_COLOURS = ["#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+# Two lines whose values are this close at every x are said, in the figure, to coincide.
+COINCIDE = 0.03
+# A y axis is logarithmic when its values span this factor or more.
+LOG_Y_SPAN = 100
+
+
+def gpu_colour(gpu: str) -> str:
+    """The colour of GPU ``gpu`` (a short name, e.g. ``H100 80GB HBM3``) in every figure."""
+    for model, colour in GPU_COLOURS.items():
+        if re.search(rf"\b{model}\b", gpu):
+            return colour
+    return OTHER_GPU_COLOURS[zlib.crc32(gpu.encode()) % len(OTHER_GPU_COLOURS)]
+
+
+def coinciding(lines: dict[str, list[float]], tolerance: float = COINCIDE) -> list[tuple]:
+    """Pairs of ``lines`` (label -> values at the same x) within ``tolerance`` of each other
+    at every x where both have a value (two such x at least): drawn, one hides the other."""
+    pairs = []
+    for (first, a), (second, b) in itertools.combinations(lines.items(), 2):
+        shared = [(u, v) for u, v in zip(a, b) if not (math.isnan(u) or math.isnan(v))]
+        if len(shared) >= 2 and all(abs(u - v) <= tolerance * max(abs(u), abs(v))
+                                    for u, v in shared):
+            pairs.append((first, second))
+    return pairs
+
+
+def _wants_log_y(values: list[float]) -> bool:
+    finite = [v for v in values if not math.isnan(v)]
+    return bool(finite) and min(finite) > 0 and max(finite) / min(finite) >= LOG_Y_SPAN
 
 
 def _footer_lines(text: str) -> str:
@@ -89,9 +126,11 @@ def _lay_out(figure, panels, suptitle, legends, footers) -> None:
 def draw(results, *, title: str | None = None, ylabel: str | None = None):
     """The figure of a :class:`~triton_guide.benchmark.Results` (its ``plot``), None when
     it has no run. Each GPU's ceiling as a wide pale line. Up to OVERLAID_VARIANTS variants
-    share one axes, colour by GPU and line style by variant, with a legend column per GPU
-    headed by its name; more get one panel per GPU on a shared y axis, colour and line
-    style by variant, and one legend. Under the legend, each GPU's provenance."""
+    share one axes, colour by GPU (:func:`gpu_colour`) and line style by variant, with a
+    legend column per GPU headed by its name; more get one panel per GPU on a shared y
+    axis, colour and line style by variant, and one legend. The y axis is logarithmic
+    where the values span LOG_Y_SPAN or more. Under the legend, a note for each pair of
+    lines that coincide (:func:`coinciding`), then each GPU's provenance."""
     if not results.runs:
         return None
     import matplotlib.pyplot as plt
@@ -101,11 +140,14 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
     panels = figure.subplots(1, 1 if overlaid else len(results.runs), sharey=True,
                              squeeze=False)[0]
     drawn = []  # each run's lines: its variants', then its ceiling's
+    shown: list[dict[str, list[float]]] = [{} for _ in panels]  # per axes, label -> values
     for i, run in enumerate(results.runs):
         axes, lines = panels[0 if overlaid else i], []
         for j, name in enumerate(names):
             values = run.series.get(name)
-            colour, first = f"C{i if overlaid else j}", j == 0
+            if values is not None:
+                shown[0 if overlaid else i][f"{run.gpu}: {name}"] = list(values)
+            colour, first = gpu_colour(run.gpu) if overlaid else f"C{j}", j == 0
             lines += axes.plot(
                 run.xs, values if values is not None else [math.nan] * len(run.xs),
                 color=colour, linestyle=LINESTYLES[j % len(LINESTYLES)],
@@ -116,7 +158,7 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
         roof = run.ceiling
         if roof is not None or results.has_ceiling:
             lines.append(axes.axhline(
-                roof.value if roof else math.nan, color=f"C{i}" if overlaid else "grey",
+                roof.value if roof else math.nan, color=gpu_colour(run.gpu) if overlaid else "grey",
                 linewidth=3, alpha=0.35, label=f"{run.gpu}: ceiling, {roof.label} "
                 f"{roof.value:,.0f} {roof.unit}" if roof else f"{run.gpu}: no ceiling"))
         if not overlaid:
@@ -129,7 +171,12 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
         axes.set_xlabel(results.xlabel)
         axes.grid(True, alpha=0.3)
     panels[0].set_ylabel(ylabel or results.unit)
-    panels[0].set_ylim(bottom=0, top=panels[0].get_ylim()[1] * 1.06)  # room above ceilings
+    plotted = [v for lines in shown for values in lines.values() for v in values]
+    if _wants_log_y(plotted):  # sizes that span decades: small values stay readable
+        for axes in panels:
+            axes.set_yscale("log")
+    else:
+        panels[0].set_ylim(bottom=0, top=panels[0].get_ylim()[1] * 1.06)  # room above roofs
 
     style = dict(loc="upper center", fontsize=SMALL_TEXT, frameon=False,
                  handlelength=LEGEND_HANDLE_LENGTH)
@@ -141,7 +188,7 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
                 lines, [line.get_label().removeprefix(f"{run.gpu}: ") for line in lines],
                 title=run.gpu, title_fontproperties={"size": SMALL_TEXT, "weight": "bold"},
                 alignment="left", **style))
-            legends[-1].get_title().set_color(f"C{i}")
+            legends[-1].get_title().set_color(gpu_colour(run.gpu))
     else:
         suptitle = figure.suptitle(title or results.title, fontsize=10,
                                    verticalalignment="top")
@@ -158,12 +205,17 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
             if _inches(legends[0])[0] <= WIDTH - 2 * MARGIN or rows == len(handles):
                 break
             legends[0].remove()
-    footers = [figure.text(MARGIN / WIDTH, 0, _footer_lines(
-                   run.footer() + (f"  [{run.stale}]" if run.stale else "")),
-               color=f"C{i}" if overlaid else "black", fontsize=SMALL_TEXT,
-               verticalalignment="top", linespacing=1.2,
-               fontweight="bold" if run.stale else "normal")
-               for i, run in enumerate(results.runs)]
+    notes = [f"{first} and {second} coincide (within {COINCIDE:.0%} at every "
+             f"{results.label}): one line hides the other"
+             for lines in shown for first, second in coinciding(lines)]
+    footers = [figure.text(MARGIN / WIDTH, 0, _footer_lines(note), fontsize=SMALL_TEXT,
+                           style="italic", verticalalignment="top") for note in notes]
+    footers += [figure.text(MARGIN / WIDTH, 0, _footer_lines(
+                    run.footer() + (f"  [{run.stale}]" if run.stale else "")),
+                color=gpu_colour(run.gpu) if overlaid else "black", fontsize=SMALL_TEXT,
+                verticalalignment="top", linespacing=1.2,
+                fontweight="bold" if run.stale else "normal")
+                for run in results.runs]
     _lay_out(figure, panels, suptitle, legends, footers)
     return figure
 

@@ -1,0 +1,79 @@
+"""The roofline: each GPU's roof (its copy bandwidth times arithmetic intensity, capped at
+its GEMM rate) with kernels placed under it at their intensity, drawn and printed."""
+
+from __future__ import annotations
+
+import math
+
+from .figures import MARKERS, SMALL_TEXT, gpu_colour
+
+
+def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
+    """Print and draw ``placed`` (a :class:`~triton_guide.benchmark.Results` of one variant,
+    ``"achieved"`` TFLOP/s per kernel name, under a GEMM ceiling) on the roofline of each
+    GPU. ``costs`` maps each kernel name to its cost (``intensity`` in FLOP per byte);
+    ``copy_gb_s`` maps a GPU's slug to its copy bandwidth, the slope of its roof.
+
+    Prints, per GPU, its two ceilings and ridge point, then each kernel's rate and its
+    fraction of its roof (the roof at the kernel's intensity). Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    footer = 0.16 * len(placed)  # inches for one provenance line per GPU
+    height = 5.2 + footer
+    figure = plt.figure(figsize=(8, height))
+    axes = figure.add_axes((0.09, (0.55 + footer) / height, 0.6, 4.2 / height))
+    names = list(costs)
+    for j, cost in enumerate(costs.values()):  # each kernel's intensity, on the x axis
+        axes.axvline(cost.intensity, color="gray", linestyle=":", linewidth=1)
+        axes.plot(cost.intensity, 0.03, color="black", marker=MARKERS[j % len(MARKERS)],
+                  markerfacecolor="white", transform=axes.get_xaxis_transform())
+    grid = [2.0**e for e in range(-5, 13)]
+    gpu_handles = []  # one legend entry per GPU: its roof and its points
+    for i, run in enumerate(placed):
+        colour = gpu_colour(run.gpu)
+        peak = run.ceiling.value if run.ceiling else math.nan
+        copy = copy_gb_s.get(run.slug, math.nan)
+        ridge = peak * 1e3 / copy
+        # The roof bends at the ridge point: drawn there, not at the nearest power of two.
+        xs = sorted(grid + [ridge]) if math.isfinite(ridge) else grid
+        axes.plot(xs, [min(peak, x * copy / 1e3) for x in xs], color=colour)
+        # The first GPU's points filled, the others' hollow and larger: points that fall
+        # at the same place (matmul and attention, near the flat roof) all stay visible.
+        point = dict(markerfacecolor=colour if i == 0 else "none",
+                     markersize=7 if i == 0 else 11, markeredgewidth=1.5)
+        gpu_handles.append(Line2D(
+            [], [], color=colour, marker="o", **point,
+            label=f"{run.gpu}: roofline and\n{'filled' if i == 0 else 'hollow'} points; "
+                  f"{copy:,.0f} GB/s,\n{peak:,.0f} TFLOP/s (fp16 GEMM)"))
+        print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
+              f"ridge point {ridge:.0f} FLOP/byte")
+        for name, achieved in zip(run.xs, run["achieved"]):
+            if name not in costs:  # recorded under a name the page no longer uses
+                continue
+            intensity = costs[name].intensity
+            axes.plot(intensity, achieved, color=colour, linestyle="",
+                      marker=MARKERS[names.index(name) % len(MARKERS)], zorder=3 + i,
+                      **point)
+            roof = min(peak, intensity * copy / 1e3)
+            print(f"  {name:<30} {achieved:8.2f} TFLOP/s, {achieved / roof:5.0%} of its roof")
+        stale = f"  [{run.stale}]" if run.stale else ""
+        figure.text(0.01, (footer - 0.16 * (i + 1) + 0.05) / height, run.footer() + stale,
+                    color=colour, fontsize=SMALL_TEXT - 1.5)
+    if placed:
+        axes.set_yscale("log")
+        axes.set_ylim(bottom=axes.get_ylim()[0] / 4)  # room for the markers on the x axis
+        axes.set_ylabel("TFLOP/s")
+    else:
+        axes.set_yticks([])
+        axes.set_ylabel("TFLOP/s (no GPU recording yet)")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("arithmetic intensity (FLOP/byte)")
+    axes.grid(True, alpha=0.3)
+    axes.set_title(placed.title, fontsize=10)
+    handles = gpu_handles + [
+        Line2D([], [], color="black", linestyle="", marker=MARKERS[j % len(MARKERS)],
+               label=name) for j, name in enumerate(names)]
+    axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    return figure
