@@ -27,9 +27,6 @@ CELL_LIMIT = 30
 
 # (page under examples/, heading of the cell's section) -> its length when listed.
 LONG_CELLS = {
-    ('basics/02_grid_math.py', 'Two dimensions: tiles'): 32,
-    ('basics/00_triton_pytorch_cuda.py', 'Bandwidth against working-set size'): 46,
-    ('basics/00_triton_pytorch_cuda.py', 'Fusion: bytes moved by a chain against one kernel'): 44,
     ('core_kernels/01_matmul.py', 'What each step buys'): 40,
     ('core_kernels/01_matmul.py', "The host's share"): 37,
     ('core_kernels/02_softmax.py', 'Performance'): 63,
@@ -38,12 +35,10 @@ LONG_CELLS = {
     ('core_kernels/03_flash_attention.py', 'Performance'): 52,
     ('core_kernels/05_reductions.py', 'Run to run: which method gives the same bits?'): 34,
     ('core_kernels/05_reductions.py', 'Speed against torch.sum'): 49,
-    ('core_kernels/06_cross_entropy.py', 'Check against PyTorch'): 33,
     ('core_kernels/06_cross_entropy.py', 'Time and peak memory at LLM sizes'): 39,
     ('core_kernels/07_norms.py', 'Bandwidth'): 112,
     ('core_kernels/07_norms.py', "Which ratios are the kernel's"): 32,
     ('core_kernels/07_norms.py', 'The forward kernels alone'): 57,
-    ('debugging/01_debugging.py', 'Compile time: ``tl.static_print`` and ``tl.static_assert``'): 33,
     ('debugging/03_performance_habits.py', 'Coalescing: rows against columns'): 38,
     ('debugging/03_performance_habits.py', 'What autotuning picks, and what it costs'): 76,
 }

@@ -186,16 +186,12 @@ def reader(mib):
     return lambda: read_working_set(data, passes(mib))
 
 
-levels = bench.sweep(
-    "read bandwidth against working-set size",
-    working_sets,
-    {"read": reader},
-    lambda mib, ms: gb_per_s(mib * 2**20 * passes(mib), ms),
-    label="MiB",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="working set (MiB)",
-)
+# %%
+# The sweep, each GPU's L2 marked on the plot, and the two rates read off it:
+
+levels = bench.sweep("read bandwidth against working-set size", working_sets,
+                     {"read": reader}, lambda mib, ms: gb_per_s(mib * 2**20 * passes(mib), ms),
+                     label="MiB", unit="GB/s", ceiling="copy", xlabel="working set (MiB)")
 figure = levels.plot()
 for i, run in enumerate(levels):
     l2 = l2_mib.get(run.slug, math.nan)
@@ -344,16 +340,14 @@ def timed(fn):
     return prepare
 
 
+# %%
+# The sweep, and at the largest size the chain's byte ratio against its time ratio:
+
 fusion = bench.sweep(
-    "softmax: a chain of torch ops against one fused kernel",
-    row_counts,
+    "softmax: a chain of torch ops against one fused kernel", row_counts,
     {"chain (5 kernels)": timed(softmax_naive), "fused (1 kernel)": timed(softmax)},
-    lambda rows, ms: gb_per_s(softmax_cost(rows, ROW_LENGTH).bytes, ms),
-    label="rows",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel=f"rows of {ROW_LENGTH} float32",
-)
+    lambda rows, ms: gb_per_s(softmax_cost(rows, ROW_LENGTH).bytes, ms), label="rows",
+    unit="GB/s", ceiling="copy", xlabel=f"rows of {ROW_LENGTH} float32")
 fusion.plot()
 fusion.summary(ratios=[("fused (1 kernel)", "chain (5 kernels)")])
 for run in fusion:

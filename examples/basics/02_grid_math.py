@@ -104,7 +104,10 @@ print(f"program ({pid_m}, {pid_n}): rows {tile_rows[0]}..{tile_rows[-1]}, "
       f"rows[:, None] and cols[None, :] broadcast to "
       f"{tuple((tile_rows[:, None] * N2 + tile_cols[None, :]).shape)}")
 
-# Every program its own colour: a hue per program_id(0), paler as program_id(1) grows.
+# %%
+# The whole grid, every program in its own colour: a hue per ``program_id(0)``, paler as
+# ``program_id(1)`` grows.
+
 fig, ax = plt.subplots(figsize=(4.5, 6))
 owner = np.zeros((M, N2, 3))
 hues = plt.cm.tab10(np.arange(grid[0]) % 10)[:, :3]

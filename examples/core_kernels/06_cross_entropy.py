@@ -184,6 +184,10 @@ for dtype in (torch.float32, torch.float16):
         print(f"{str(dtype):<14} smoothing {smoothing}: loss {loss.item():.4f}, "
               f"relative error {loss_error:.1e}; gradient relative error "
               f"{grad_error:.1e}")
+
+# %%
+# How small the float16 gradient's entries get (``want_grad`` is the last one checked):
+
 tiny = (want_grad.abs() < torch.finfo(torch.float16).tiny).double().mean().item()
 print(f"{tiny:.0%} of the {rows} x {vocab} gradient entries are below float16's smallest "
       "normal number, where it keeps fewer significant bits (down to none below 6e-8): "

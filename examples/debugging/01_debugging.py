@@ -168,6 +168,10 @@ static_lines = compiled.printed.splitlines()
 print(f"compiled for an H100: static_print printed {len(static_lines)} line(s): "
       f"{static_lines}; {compiled.ptx_lines} lines of PTX")
 
+# %%
+# Two helpers for reading a compiler's error: where its line is in the kernel's file, and
+# the lines of the message that matter.
+
 
 def file_line(kernel, message: str) -> str:
     """Where the compiler's "at LINE:COLUMN" is in the kernel's file: LINE counts the
