@@ -36,7 +36,7 @@ LONG_CELLS = {
     ('core_kernels/05_reductions.py', 'Run to run: which method gives the same bits?'): 34,
     ('core_kernels/05_reductions.py', 'Speed against torch.sum'): 49,
     ('core_kernels/06_cross_entropy.py', 'Time and peak memory at LLM sizes'): 39,
-    ('core_kernels/07_norms.py', 'Bandwidth'): 112,
+    ('core_kernels/07_norms.py', 'Bandwidth'): 82,
     ('core_kernels/07_norms.py', "Which ratios are the kernel's"): 32,
     ('core_kernels/07_norms.py', 'The forward kernels alone'): 57,
     ('debugging/03_performance_habits.py', 'Coalescing: rows against columns'): 38,

@@ -7,6 +7,7 @@ lives in a pytest temporary folder: nothing here is measured and nothing is comm
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -247,6 +248,49 @@ def test_compare_gives_the_ratio_range_without_the_slow_readings(capsys):
     printed = capsys.readouterr().out
     assert "left out, a slow reading: torch at n = 16,384, 16.0 us per call" in printed
     assert "from 1.00x (n = 65,536) to 1.25x (n = 4,096) torch's" in printed
+
+
+def test_per_call_prints_times_and_their_growth_against_the_work(capsys):
+    xs = [1024, 4096]
+    series = {"ours": [12 * x / (t * 1e3) for x, t in zip(xs, [10.0, 12.0])]}  # us per call
+    run = benchmark.Run(gpu="Synthetic A100", slug="a100", live=False, provenance="",
+                        xs=xs, series=series, unit="GB/s", ceiling=None)
+    benchmark.Results("norm", label="hidden", xlabel="hidden", unit="GB/s", logx=True,
+                      runs=[run]).per_call(["ours"], work=lambda x: 12 * x)
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, us per call (ours) by hidden: 1024: 10; 4096: 12",
+        "Synthetic A100, time per call at hidden 4096 over 1024 (4x the work): ours 1.2x"]
+
+
+def test_each_gpu_keeps_its_colour_whatever_the_other_gpus():
+    assert benchmark.gpu_colour("H100 80GB HBM3") == benchmark.GPU_COLOURS["H100"]
+    assert benchmark.gpu_colour("H200") == benchmark.GPU_COLOURS["H200"]
+    assert benchmark.gpu_colour("H100 80GB HBM3") != benchmark.gpu_colour("H200")
+    other = benchmark.gpu_colour("Radeon Instinct MI300X")
+    assert other == benchmark.gpu_colour("Radeon Instinct MI300X")
+    assert other not in benchmark.GPU_COLOURS.values()
+
+
+def test_lines_within_three_percent_everywhere_coincide():
+    lines = {"H100: ours": [100.0, 200.0, 400.0], "H200: ours": [101.0, 198.0, 410.0],
+             "H200: torch": [100.0, 260.0, 400.0], "only one point": [100.0, math.nan,
+                                                                      math.nan]}
+    assert benchmark.coinciding(lines) == [("H100: ours", "H200: ours")]
+
+
+def test_a_figure_says_when_two_lines_coincide_and_goes_log_over_decades():
+    xs = [2**12, 2**16, 2**20]
+    runs = [benchmark.Run(gpu=gpu, slug=gpu.lower(), live=False, provenance="synthetic",
+                          xs=xs, series={"ours": [10.0, 500.0, 2000.0]}, unit="GB/s",
+                          ceiling=None) for gpu in ("H100", "H200")]
+    figure = benchmark.Results("two gpus", label="n", xlabel="n", unit="GB/s", logx=True,
+                               runs=runs).plot()
+    texts = [text.get_text() for text in figure.texts]
+    assert texts[0] == ("H100: ours and H200: ours coincide (within 3% at every n): one "
+                        "line hides the other")
+    assert figure.axes[0].get_yscale() == "log"
+    assert [legend.get_title().get_color() for legend in figure.legends] == [
+        benchmark.GPU_COLOURS["H100"], benchmark.GPU_COLOURS["H200"]]
 
 
 # -- the stamp --------------------------------------------------------------------------------

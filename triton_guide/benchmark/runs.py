@@ -149,6 +149,23 @@ class Results:
                   f"({x_of(low)}) to {ratios[high]:.2f}x ({x_of(high)}) {other}'s")
         return spans
 
+    def per_call(self, names: Sequence[str], work: Callable[[object], float]) -> None:
+        """Print, for each GPU, the time per call of each of ``names`` at every x (worked
+        back from the rates, :meth:`Run.us_per_call`), and how much it grew from the
+        smallest x to the largest against the work: a time that grows far less than the
+        work is set by a cost per call (the launch, the host), not by the kernel."""
+        for run in self.runs:
+            first, last = min(range(len(run.xs)), key=lambda i: work(run.xs[i])), run.largest
+            micros = {name: run.us_per_call(name, work) for name in names}
+            cells = "; ".join(f"{x}: " + " / ".join(f"{micros[name][i]:.0f}" for name in names)
+                              for i, x in enumerate(run.xs))
+            print(f"{run.gpu}, us per call ({' / '.join(names)}) by {self.label}: {cells}")
+            growth = ", ".join(f"{name} {micros[name][last] / micros[name][first]:.1f}x"
+                               for name in names)
+            print(f"{run.gpu}, time per call at {self.label} {run.xs[last]} over "
+                  f"{run.xs[first]} ({work(run.xs[last]) / work(run.xs[first]):.0f}x the "
+                  f"work): {growth}")
+
     def summary(self, ratios: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, float]]:
         """Print, one column per GPU, each variant's rate at the largest x, the ceiling, each
         variant's fraction of it and the ``(name, other)`` ratios asked for; return the table
