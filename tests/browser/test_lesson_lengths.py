@@ -22,7 +22,7 @@ LESSONS = [page for page in site_pages()
 LONG_PAGES: dict[str, float] = {
     "auto_examples/core_kernels/01_matmul": 12.1,
     "auto_examples/core_kernels/03_flash_attention": 10.8,
-    "auto_examples/core_kernels/06_cross_entropy": 7.3,
+    "auto_examples/core_kernels/06_cross_entropy": 7.4,
     "auto_examples/core_kernels/07_norms": 7.2,
     "auto_examples/debugging/03_performance_habits": 7.8,
 }
