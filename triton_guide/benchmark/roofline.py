@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .figures import MARKERS, SMALL_TEXT, gpu_colour
+from .figures import MARKERS, SMALL_TEXT, _footer_lines, gpu_colour
 
 
 def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
@@ -20,7 +20,10 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    footer = 0.16 * len(placed)  # inches for one provenance line per GPU
+    # Each GPU's provenance under the plot, wrapped to the figure's width: 0.11 inches a line.
+    footers = [_footer_lines(run.footer() + (f"  [{run.stale}]" if run.stale else ""))
+               for run in placed]
+    footer = 0.11 * sum(text.count("\n") + 1 for text in footers) + 0.1
     height = 5.2 + footer
     figure = plt.figure(figsize=(8, height))
     axes = figure.add_axes((0.09, (0.55 + footer) / height, 0.6, 4.2 / height))
@@ -58,9 +61,9 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
                       **point)
             roof = min(peak, intensity * copy / 1e3)
             print(f"  {name:<30} {achieved:8.2f} TFLOP/s, {achieved / roof:5.0%} of its roof")
-        stale = f"  [{run.stale}]" if run.stale else ""
-        figure.text(0.01, (footer - 0.16 * (i + 1) + 0.05) / height, run.footer() + stale,
-                    color=colour, fontsize=SMALL_TEXT - 1.5)
+        above = sum(text.count("\n") + 1 for text in footers[:i])
+        figure.text(0.01, (footer - 0.11 * above) / height, footers[i], color=colour,
+                    fontsize=SMALL_TEXT - 1.5, verticalalignment="top", linespacing=1.2)
     if placed:
         axes.set_yscale("log")
         axes.set_ylim(bottom=axes.get_ylim()[0] / 4)  # room for the markers on the x axis
