@@ -29,7 +29,6 @@ CELL_LIMIT = 30
 LONG_CELLS = {
     ('core_kernels/01_matmul.py', 'What each step buys'): 40,
     ('core_kernels/01_matmul.py', "The host's share"): 37,
-    ('core_kernels/02_softmax.py', 'Performance'): 63,
     ('core_kernels/02_softmax.py', "The host's share"): 56,
     ('core_kernels/03_flash_attention.py', 'What each step buys'): 52,
     ('core_kernels/03_flash_attention.py', 'Performance'): 52,

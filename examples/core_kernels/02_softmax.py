@@ -234,50 +234,46 @@ def variant(fn):
     return prepare
 
 
-results = bench.sweep(
-    "softmax",
-    lengths,
-    {
-        "fused (one pass)": variant(lambda t: softmax(t, method="one_pass")),
-        "online": variant(lambda t: softmax(t, method="online")),
-        "naive (torch ops)": variant(softmax_naive),
-        "torch.softmax": variant(lambda t: torch.softmax(t, dim=-1)),
-    },
-    lambda n, ms: gb_per_s(2 * 4096 * n * 4, ms),
-    label="N",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="row length (4096 rows, float32)",
-)
+def work(n):  # the bytes a perfect kernel moves on 4096 rows of n
+    return 2 * 4096 * n * 4
+
+
+results = bench.sweep("softmax", lengths, {
+    "fused (one pass)": variant(lambda t: softmax(t, method="one_pass")),
+    "online": variant(lambda t: softmax(t, method="online")),
+    "naive (torch ops)": variant(softmax_naive),
+    "torch.softmax": variant(lambda t: torch.softmax(t, dim=-1)),
+}, lambda n, ms: gb_per_s(work(n), ms), label="N", unit="GB/s", ceiling="copy",
+    xlabel="row length (4096 rows, float32)")
 results.plot()
 results.summary(ratios=[("fused (one pass)", "torch.softmax")])
+results.compare("fused (one pass)", "torch.softmax", work=work)
 
-
-def by_length(xs, ratios):
-    return ", ".join(f"{n} {ratio:.2f}" for n, ratio in zip(xs, ratios))
-
-
-def lengths(xs):
-    return ", ".join(str(n) for n in xs) or "none"
-
+# %%
+# Against the naive version, by row length, beside the ratio of their traffic; and the
+# range against ``torch.softmax`` over wide rows:
 
 for run in results:
     fused = run["fused (one pass)"]
-    vs_torch = [ours / theirs for ours, theirs in zip(fused, run["torch.softmax"])]
-    print(f"{run.gpu}, fused / torch.softmax by row length: {by_length(run.xs, vs_torch)}; "
-          f"below 1 at: {lengths([n for n, r in zip(run.xs, vs_torch) if r < 1])}")
     vs_naive = [ours / theirs for ours, theirs in zip(fused, run["naive (torch ops)"])]
     traffic = [naive_elements(4096, n) / fused_elements(4096, n) for n in run.xs]
-    print(f"{run.gpu}, fused / naive by row length: {by_length(run.xs, vs_naive)}; traffic "
-          f"ratio {' or '.join(sorted({f'{t:.1f}' for t in traffic}))}; below it at: "
-          f"{lengths([n for n, r, t in zip(run.xs, vs_naive, traffic) if r < t])}")
+    short = [str(n) for n, r, t in zip(run.xs, vs_naive, traffic) if r < t]
+    print(f"{run.gpu}, fused / naive by row length: "
+          + ", ".join(f"{n} {ratio:.2f}" for n, ratio in zip(run.xs, vs_naive))
+          + f"; traffic ratio {' or '.join(sorted({f'{t:.1f}' for t in traffic}))}; "
+          f"below it at: {', '.join(short) or 'none'}")
     wide = [i for i, n in enumerate(run.xs) if n >= 4096]
     if wide:
-        ratios = [run["fused (one pass)"][i] / run["torch.softmax"][i] for i in wide]
+        ratios = [fused[i] / run["torch.softmax"][i] for i in wide]
         print(f"{run.gpu}, rows {run.xs[wide[0]]} to {run.xs[wide[-1]]} wide: fused "
               f"{min(ratios):.2f}x to {max(ratios):.2f}x torch.softmax")
+
+# %%
+# One call on the shortest rows, against the time the copy ceiling needs for its bytes:
+
+for run in results:
     shortest = run.xs.index(min(run.xs))
-    nbytes = 2 * 4096 * run.xs[shortest] * 4
+    nbytes = work(run.xs[shortest])
     copy_us = us_per_call(nbytes, run.ceiling.value) if run.ceiling else None
     times = []
     for name in ("fused (one pass)", "torch.softmax"):
@@ -292,11 +288,12 @@ for run in results:
 # Do not read too much into the ratio at the largest size alone: ``torch.softmax``'s
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
 # length can flatter either side. The range over rows 4096 wide and more, printed above,
-# is the fairer comparison. On short rows the line "fused / torch.softmax by row length"
-# names the lengths, if any, where ``torch.softmax`` was the faster. Read the left of the
-# plot with care: a call on short rows takes a few microseconds of GPU time, and what the
-# sweep times there is mostly the host's Python and the launch, not the kernel. The next
-# section, "The host's share", times the two apart.
+# is the fairer comparison. The line "at smaller N" gives the range of fused /
+# ``torch.softmax`` at the other lengths, naming where it is lowest and highest; below
+# 1.00x, ``torch.softmax`` was the faster there. Read the left of the plot with care: a
+# call on short rows takes a few microseconds of GPU time, and what the sweep times there
+# is mostly the host's Python and the launch, not the kernel. The next section, "The
+# host's share", times the two apart.
 #
 # Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
 # The line "fused / naive by row length" sets the measured gap beside the traffic ratio at
