@@ -243,6 +243,9 @@ for name, repeated in (("two-stage", two_stage), ("atomic", atomic)):
     print(f"this build, n = {n:,}, {name:<9}: {len(distinct)} distinct result(s) in "
           f"{runs} runs, spread {spread:.2e}")
 
+# %%
+# On GPUs, 20 runs of each kernel on one large vector, counting the distinct results:
+
 repeats = 20
 
 
@@ -258,13 +261,9 @@ def distinct_results(method):
 
 
 repeatability = bench.measure(
-    "run to run",
-    [2**26 + 3],
-    {method: distinct_results(method) for method in ("two_stage", "atomic")},
-    label="n",
-    unit=f"distinct results in {repeats} runs",
-    xlabel="elements (float32)",
-)
+    "run to run", [2**26 + 3],
+    {method: distinct_results(method) for method in ("two_stage", "atomic")}, label="n",
+    unit=f"distinct results in {repeats} runs", xlabel="elements (float32)")
 for run in repeatability:
     print(f"{run.gpu}: {run['two_stage'][0]:.0f} distinct result(s) from the two-stage "
           f"kernel, {run['atomic'][0]:.0f} from the atomic one, in {repeats} runs each")
@@ -323,37 +322,41 @@ def timed(method):
     return prepare
 
 
-results = bench.sweep(
-    "sum of a vector",
-    sizes,
-    {name: timed(name) for name in ("two_stage", "atomic", "torch.sum")},
-    lambda size, ms: gb_per_s(4 * size, ms),
-    label="n",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="elements (float32)",
-)
+methods = ("two_stage", "atomic", "torch.sum")
+results = bench.sweep("sum of a vector", sizes, {name: timed(name) for name in methods},
+                      lambda size, ms: gb_per_s(4 * size, ms), label="n", unit="GB/s",
+                      ceiling="copy", xlabel="elements (float32)")
 results.plot()
 results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
-methods = ("two_stage", "atomic", "torch.sum")
+
+# %%
+# The same readings as times per call, and the two-stage sum's time beyond the atomic
+# one's:
+
+micros = {}  # by GPU, then by method: microseconds per call at each size
 for run in results:
     print(f"{run.gpu}, two_stage / atomic / torch.sum time per call, and two_stage minus "
           "atomic:")
-    micros = {name: [us_per_call(4 * size, rate) for size, rate in zip(run.xs, run[name])]
-              for name in methods}
+    micros[run.gpu] = {name: [us_per_call(4 * size, rate)
+                              for size, rate in zip(run.xs, run[name])] for name in methods}
     for i, size in enumerate(run.xs):
-        times = [micros[name][i] for name in methods]
+        times = [micros[run.gpu][name][i] for name in methods]
         print(f"  n = 2^{size.bit_length() - 1} ({4 * size / 2**20:g} MiB): "
               + " / ".join(f"{t:,.0f}" for t in times)
               + f" us; {round(times[0] - times[1]):+,d} us")
-    # Where each call's time starts to follow n: the first size at twice the smallest's,
-    # leaving out readings that a larger size beat (out_of_line: the run's, not the
-    # kernel's).
+
+# %%
+# Where each call's time starts to follow n: the first size at twice the smallest's,
+# leaving out readings that a larger size beat (``out_of_line``: the run's, not the
+# kernel's).
+
+for run in results:
+    print(f"{run.gpu}:")
     doubles, slow = [], []
     for name in methods:
-        left_out = out_of_line(micros[name])
+        left_out = out_of_line(micros[run.gpu][name])
         slow += [f"{name} at n = 2^{run.xs[i].bit_length() - 1}" for i in left_out]
-        kept = [(size, t) for i, (size, t) in enumerate(zip(run.xs, micros[name]))
+        kept = [(size, t) for i, (size, t) in enumerate(zip(run.xs, micros[run.gpu][name]))
                 if i not in left_out]
         first = next((size for size, t in kept if t >= 2 * kept[0][1]), None)
         doubles.append(f"{name} at n = 2^{first.bit_length() - 1}" if first
@@ -362,9 +365,9 @@ for run in results:
     print(f"  left out, slower than a larger size: {', '.join(slow) or 'none'}")
 
 # %%
-# On the plot's linear GB/s axis the small sizes' rates lie too close to zero to be
-# read: the small sizes are read from the times per call printed above, not from the
-# plot.
+# The plot's GB/s axis is logarithmic where the rates span a hundredfold or more, as a
+# sum's do from a quarter of a MiB to 1 GiB; the times per call printed above give the
+# small sizes exactly.
 #
 # At the smallest size the vector is a quarter of a MiB (printed beside its ``n``),
 # which the GPU reads in far less time than the calls above take, so fixed costs set the
@@ -376,8 +379,8 @@ for run in results:
 #
 # Read the times one GPU at a time: where a row's times hardly change from one n to the
 # next, fixed costs set them, and the last column, the two-stage sum's extra time, need
-# not behave alike on two machines. The last line for each GPU says where each call's
-# time first reaches twice its time at the smallest size: below that size a call costs
+# not behave alike on two machines. The line "time per call first twice" says where
+# each call's time first reaches twice its time at the smallest size: below that size a call costs
 # about the same whatever it reads, and the ratios there compare fixed costs (the
 # host's and the launches'), not reading speeds. Those costs differ between machines
 # far more than the kernels do.
