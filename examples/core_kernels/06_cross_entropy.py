@@ -269,6 +269,10 @@ def llm_inputs(rows):
         _inputs[rows] = logits, target
     return _inputs[rows]
 
+# %%
+# Given a size, each variant returns the call to time: the loss alone under
+# ``torch.no_grad()``, or the loss and its gradient.
+
 
 def forward_only(loss_fn):
     def prepare(rows):
@@ -322,6 +326,9 @@ def peak_extra_gib(make_call):
             return (torch.cuda.max_memory_allocated() - before) / GIB
         return measure
     return prepare
+
+# %%
+# What a peak is in logits-sized tensors, printed under each memory plot:
 
 
 def in_logits(peak):
