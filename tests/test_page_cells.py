@@ -30,8 +30,6 @@ LONG_CELLS = {
     ('core_kernels/01_matmul.py', 'What each step buys'): 40,
     ('core_kernels/01_matmul.py', "The host's share"): 37,
     ('core_kernels/02_softmax.py', "The host's share"): 56,
-    ('core_kernels/03_flash_attention.py', 'What each step buys'): 52,
-    ('core_kernels/03_flash_attention.py', 'Performance'): 52,
     ('core_kernels/07_norms.py', 'Bandwidth'): 82,
     ('core_kernels/07_norms.py', "Which ratios are the kernel's"): 32,
     ('core_kernels/07_norms.py', 'The forward kernels alone'): 57,

@@ -468,6 +468,8 @@ def prepared(fn):
         return lambda: fn(q, k, v)
     return prepare
 
+# %%
+# The sweep, and each variant as a share of the two SDPA backends:
 
 batch, heads, ladder_n, head_dim = ladder_shape
 ladder = bench.sweep(
@@ -570,11 +572,13 @@ def make_variant(fn, causal, backward):
             return lambda: fn(q, k, v, causal)
         out = fn(q, k, v, causal)
         grad = torch.randn_like(out)
-        # autograd.grad returns the gradients as a layer inside a network receives them;
-        # out.backward would also add each of them into q.grad, k.grad and v.grad: three
-        # more elementwise kernels, timed with every variant.
+        # autograd.grad returns the gradients as a layer receives them; out.backward would
+        # also add them into q.grad, k.grad, v.grad: 3 more kernels in every timing.
         return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
     return prepare
+
+# %%
+# One sweep per pass and mask, drawn and tabulated with ours against both SDPA backends:
 
 
 def benchmark(backward, causal):
@@ -584,15 +588,10 @@ def benchmark(backward, causal):
     work = 2.5 if backward else 1.0
     flop_scale = work * 4 * BATCH * HEADS * HEAD_DIM * (0.5 if causal else 1)
     results = bench.sweep(
-        title,
-        lengths,
+        title, lengths,
         {name: make_variant(fn, causal, backward) for name, fn in implementations.items()},
-        lambda n, ms: tflop_per_s(flop_scale * n * n, ms),
-        label="N",
-        unit="TFLOP/s",
-        ceiling="gemm_fp16",
-        xlabel="sequence length",
-    )
+        lambda n, ms: tflop_per_s(flop_scale * n * n, ms), label="N", unit="TFLOP/s",
+        ceiling="gemm_fp16", xlabel="sequence length")
     results.plot()
     results.summary(ratios=[("triton_guide", "SDPA flash"), ("triton_guide", "SDPA cuDNN")])
     return f"{pass_name}, {'causal' if causal else 'full'}", results
