@@ -346,19 +346,15 @@ def gpu_time(fn):
     return prepare
 
 
-times = bench.measure(
-    "softmax, host and GPU time per call",
-    host_lengths,
-    {
-        "fused (one pass), host": host_time(fused_call),
-        "torch.softmax, host": host_time(torch_call),
-        "fused (one pass), GPU alone": gpu_time(fused_call),
-        "torch.softmax, GPU alone": gpu_time(torch_call),
-    },
-    label="N",
-    unit="us per call",
-    xlabel="row length (4096 rows, float32)",
-)
+# %%
+# Both times for both softmaxes, beside the sweep's time per call at the same length:
+
+times = bench.measure("softmax, host and GPU time per call", host_lengths, {
+    "fused (one pass), host": host_time(fused_call),
+    "torch.softmax, host": host_time(torch_call),
+    "fused (one pass), GPU alone": gpu_time(fused_call),
+    "torch.softmax, GPU alone": gpu_time(torch_call),
+}, label="N", unit="us per call", xlabel="row length (4096 rows, float32)")
 for run in times:
     timed = next((r for r in results if r.slug == run.slug), None)
     if timed is not None and timed.ceiling:
