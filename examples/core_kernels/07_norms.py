@@ -208,6 +208,10 @@ for name, buffers in (("rms_norm", 1), ("layer_norm with a bias", 2)):
           + (" (on an H100)" if runtime.interpreting() else "")
           + f": partial sums add {share:.1%} to the bytes counted")
 
+# %%
+# The calls to time, each on fresh inputs for a hidden size: a copy of the same bytes,
+# and the forward.
+
 
 def inputs(hidden, grad=True):
     x = torch.randn(ROWS, hidden, device=device, dtype=torch.bfloat16)
@@ -233,6 +237,9 @@ def forward(fn, with_bias, grad=True):
         return lambda: fn(*args)
     return prepare
 
+# %%
+# The backward, through autograd as training runs it, and PyTorch's two norms:
+
 
 def backward(fn, with_bias):
     def prepare(hidden):
@@ -251,6 +258,9 @@ def torch_layer_norm(x, weight, bias):
 def torch_rms_norm(x, weight):
     return F.rms_norm(x, (x.shape[-1],), weight, 1e-6)
 
+
+# %%
+# One sweep per direction, drawn, tabulated and compared with torch:
 
 COPY = "copy, same bytes"
 # Passes over x's size: read x, write y; read x and dy, write dx.
@@ -330,6 +340,8 @@ def fraction_and_growth(run, name, trips):
     small = max(t for x, t in zip(run.xs, micros) if x in SMALL)
     return run.at_largest(name) / run.at_largest(COPY), micros[run.largest] / small
 
+# %%
+# Forward and backward side by side, for each GPU:
 
 for runs in zip(forward_results, backward_results):
     gpu, largest = runs[0].gpu, runs[0].xs[runs[0].largest]
@@ -396,24 +408,20 @@ def forward_alone(fn, with_bias):
     return on_cold_copies(forward(fn, with_bias, grad=False), TRIPS["forward"])
 
 
-alone = bench.sweep(
-    "LayerNorm and RMSNorm, forward, GPU time",
-    hiddens,
-    {
-        "layer_norm": forward_alone(layer_norm, True),
-        "torch layer_norm": forward_alone(torch_layer_norm, True),
-        "rms_norm": forward_alone(lambda x, w: rms_norm(x, w, 1e-6), False),
-        "torch rms_norm": forward_alone(torch_rms_norm, False),
-        COPY: on_cold_copies(copy_of(TRIPS["forward"]), TRIPS["forward"]),
-    },
-    lambda hidden, ms: gb_per_s(TRIPS["forward"] * ROWS * hidden * 2, ms),
-    label="hidden",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel=f"hidden size ({ROWS} rows, bfloat16)",
-    gpu_time=True,
-)
+alone = bench.sweep("LayerNorm and RMSNorm, forward, GPU time", hiddens, {
+    "layer_norm": forward_alone(layer_norm, True),
+    "torch layer_norm": forward_alone(torch_layer_norm, True),
+    "rms_norm": forward_alone(lambda x, w: rms_norm(x, w, 1e-6), False),
+    "torch rms_norm": forward_alone(torch_rms_norm, False),
+    COPY: on_cold_copies(copy_of(TRIPS["forward"]), TRIPS["forward"]),
+}, lambda hidden, ms: gb_per_s(TRIPS["forward"] * ROWS * hidden * 2, ms), label="hidden",
+    unit="GB/s", ceiling="copy", xlabel=f"hidden size ({ROWS} rows, bfloat16)",
+    gpu_time=True)
 alone.plot()
+
+# %%
+# Each size's GPU times, ours against torch's and the copy's, beside the time as called:
+
 for run in alone:
     called = next((r for r in forward_results if r.slug == run.slug), None)
     if called is not None and called.ceiling:
