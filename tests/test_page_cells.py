@@ -29,8 +29,6 @@ CELL_LIMIT = 30
 LONG_CELLS = {
     ('core_kernels/01_matmul.py', 'What each step buys'): 40,
     ('core_kernels/01_matmul.py', "The host's share"): 37,
-    ('debugging/03_performance_habits.py', 'Coalescing: rows against columns'): 38,
-    ('debugging/03_performance_habits.py', 'What autotuning picks, and what it costs'): 76,
 }
 
 

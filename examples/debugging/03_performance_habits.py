@@ -258,18 +258,17 @@ def walking(walk):
     return prepare
 
 
-coalescing = bench.sweep(
-    "rows against columns",
-    sides,
-    {walk: walking(walk) for walk in walks},
-    lambda side, ms: gb_per_s(2 * 4 * side * side, ms),
-    label="n",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="n (an n x n float32 matrix)",
-)
+coalescing = bench.sweep("rows against columns", sides,
+                         {walk: walking(walk) for walk in walks},
+                         lambda side, ms: gb_per_s(2 * 4 * side * side, ms), label="n",
+                         unit="GB/s", ceiling="copy", xlabel="n (an n x n float32 matrix)")
 coalescing.plot()
 coalescing.summary(ratios=[("rows", "columns")])
+
+# %%
+# The gap at each size, the smallest size's time per call, and each walk on one GPU
+# against the other:
+
 for run in coalescing:
     ratios = ", ".join(f"{r / c:.1f}x at n = {side}"
                        for side, r, c in zip(run.xs, run["rows"], run["columns"]))
@@ -472,6 +471,9 @@ def empty_triton_cache():
             else:
                 os.environ["TRITON_CACHE_DIR"] = previous
 
+# %%
+# The three measurements, each a callable that measures once:
+
 
 def one_compilation(size):
     data = vector(size)
@@ -496,8 +498,10 @@ def later_calls(size):
     data = vector(size)
     return lambda: median_ms(lambda: copy(data, autotune=True))
 
+# %%
+# Autotune times each configuration with ``triton.testing.do_bench`` at its defaults;
+# against that, the first call, one compilation and the later calls:
 
-# autotune times each configuration with triton.testing.do_bench at its defaults
 bench_defaults = inspect.signature(triton.testing.do_bench).parameters
 warmup_ms, rep_ms = bench_defaults["warmup"].default, bench_defaults["rep"].default
 timing_ms = configs * (warmup_ms + rep_ms)
@@ -505,15 +509,10 @@ print(f"do_bench's defaults: {warmup_ms} ms of warm-up and {rep_ms} ms of timed 
       f"whatever the kernel's speed; for {configs} configurations, about "
       f"{timing_ms / 1e3:.2f} s")
 
-cost = bench.measure(
-    "autotune: first call and later calls",
-    [TIMED_N],
-    {"one compilation": one_compilation, "first call": first_call,
-     "later calls": later_calls},
-    label="n",
-    unit="ms",
-    xlabel="elements (float32)",
-)
+cost = bench.measure("autotune: first call and later calls", [TIMED_N],
+                     {"one compilation": one_compilation, "first call": first_call,
+                      "later calls": later_calls}, label="n", unit="ms",
+                     xlabel="elements (float32)")
 for run in cost:
     compiling, first, later = (run[name][0] for name in
                                ("one compilation", "first call", "later calls"))
@@ -559,15 +558,13 @@ def autotune_timing(num_warps):
         return read
     return prepare
 
+# %%
+# Every configuration's timing, and the pick:
 
 tuned = bench.measure(
-    "autotune's timings",
-    list(AUTOTUNE_BLOCK_SIZES),
-    {f"{w} warps": autotune_timing(w) for w in AUTOTUNE_NUM_WARPS},
-    label="BLOCK_SIZE",
-    unit="GB/s",
-    xlabel="BLOCK_SIZE (autotuned copy of 2^26 float32)",
-)
+    "autotune's timings", list(AUTOTUNE_BLOCK_SIZES),
+    {f"{w} warps": autotune_timing(w) for w in AUTOTUNE_NUM_WARPS}, label="BLOCK_SIZE",
+    unit="GB/s", xlabel="BLOCK_SIZE (autotuned copy of 2^26 float32)")
 tuned.plot()
 for run in tuned:
     cells = [(value, name, run.xs[i])
