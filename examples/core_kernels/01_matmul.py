@@ -577,6 +577,8 @@ def prepared(fn, b_by_columns=False):
         return lambda: fn(a, b)
     return prepare
 
+# %%
+# The sweep, and each step as a share of cuBLAS:
 
 ladder = bench.sweep("steps ladder", [ladder_n],
                      {name: prepared(fn) for name, fn in steps.items()},
@@ -713,6 +715,11 @@ host = bench.measure("matmul, host time per call", host_sizes,
                       "step 4 descriptors": host_time(matmul),
                       "cuBLAS": host_time(matmul_reference)},
                      label="n", unit="us per call", xlabel="n (n x n x n, float16)")
+
+# %%
+# Each size's host time beside our kernel's GPU time from the sweep above:
+
+
 def gpu_us(host_run, variant, n):
     """``variant``'s GPU time per call at n from the sweep above, on the GPU of
     ``host_run``, in microseconds (None where the sweep has no such GPU or size)."""
