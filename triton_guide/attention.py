@@ -607,7 +607,7 @@ def attention_decode_split_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     q_ptrs = (q_ptr + batch.to(tl.int64) * q_stride_b + heads[:, None].to(tl.int64) * q_stride_h
-              + queries[:, None] * q_stride_m + offs_d[None, :])
+              + queries[:, None].to(tl.int64) * q_stride_m + offs_d[None, :])
     q = tl.load(q_ptrs, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
     k_base = k_ptr + batch.to(tl.int64) * k_stride_b + kv_head.to(tl.int64) * k_stride_h
     v_base = v_ptr + batch.to(tl.int64) * v_stride_b + kv_head.to(tl.int64) * v_stride_h
