@@ -771,10 +771,14 @@ def uses_decode(q: torch.Tensor, k: torch.Tensor) -> bool:
 
 def decode_splits(batch_kv_heads: int, num_keys: int, block_n: int,
                   multiprocessors: int) -> tuple[int, int]:
-    """``(num_splits, keys_per_split)`` for flash-decoding: enough programs to give every
-    SM about two, no split shorter than DECODE_MIN_KEYS_PER_SPLIT keys, and each split a
+    """``(num_splits, keys_per_split)`` for flash-decoding: no split when the (batch,
+    kv_head) pairs alone give every SM a program, else enough splits to give every SM
+    about two; no split shorter than DECODE_MIN_KEYS_PER_SPLIT keys, and each split a
     whole number of key blocks."""
-    wanted = cdiv(2 * multiprocessors, batch_kv_heads)
+    if batch_kv_heads >= multiprocessors:
+        wanted = 1
+    else:
+        wanted = cdiv(2 * multiprocessors, batch_kv_heads)
     most = cdiv(num_keys, DECODE_MIN_KEYS_PER_SPLIT)
     splits = max(1, min(wanted, most))
     keys_per_split = cdiv(cdiv(num_keys, splits), block_n) * block_n
