@@ -71,6 +71,9 @@ LN2 = tl.constexpr(0.6931471805599453)  # ln(2): log(x) = log2(x) * LN2
 # softmax is then uniform to float32 precision for every score below 2**100 in magnitude,
 # as it is at the requested scale.
 MIN_QK_SCALE = 2.0 ** -126
+# A probability this close to 1 (within 4 units in float32's last place) leaves the others
+# a total of at most 2**-22: see attention_backward's SETTLE_ONE_HOT.
+ONE_HOT = tl.constexpr(1.0 - 2.0 ** -22)
 FLOAT32_MAX = torch.finfo(torch.float32).max
 MAX_SM_SCALE = FLOAT32_MAX / 1.4426950408889634
 
@@ -291,7 +294,9 @@ def _store_rows(out_ptr, lse_ptr, max_ptr, log2sum_ptr, acc, row_sum, row_max, h
     empty = row_sum == 0.0
     acc = acc / tl.where(empty, 1.0, row_sum)[:, None]
     log2_sum = tl.math.log2(tl.where(empty, 1.0, row_sum))  # replaced below where empty
-    lse = tl.where(empty, -float("inf"), (row_max * qk_scale + log2_sum) * LN2)
+    # In natural-log units from the start: row_max * qk_scale alone is log2(e) times
+    # larger, and can overflow where the log-sum-exp does not.
+    lse = tl.where(empty, -float("inf"), row_max * (qk_scale * LN2) + log2_sum * LN2)
     tl.store(lse_ptr + head_rows + offs_m, lse, mask=row_mask)
     tl.store(max_ptr + head_rows + offs_m, tl.where(empty, 0.0, row_max), mask=row_mask)
     tl.store(log2sum_ptr + head_rows + offs_m, tl.where(empty, float("inf"), log2_sum),
@@ -413,6 +418,7 @@ def _dkdv_block_loop(
     start, end,  # query range to visit, start a multiple of BLOCK_M
     num_queries, num_keys, diagonal, window, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,
 ):
     # Query rows past num_queries load as zeros (q, grad_out, delta) with statistics
     # (0, +inf), so their probabilities are 0 and they add exactly zero to dk and dv.
@@ -436,6 +442,8 @@ def _dkdv_block_loop(
         delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
         dprobs_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         dscores_t = probs_t * (dprobs_t - delta[None, :])
+        if SETTLE_ONE_HOT:
+            dscores_t = tl.where(probs_t >= ONE_HOT, 0.0, dscores_t)
         dk = tl.dot(dscores_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
     return dk, dv
 
@@ -449,6 +457,7 @@ def attention_backward_dkdv_kernel(
     num_kv_heads, group_size, num_queries, num_keys, window, qk_scale, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,  # see attention_backward
     BLOCK_M: tl.constexpr,  # query rows per step
     BLOCK_N: tl.constexpr,  # keys per program; a multiple of BLOCK_M
     INT64_OFFSETS: tl.constexpr = False,
@@ -479,15 +488,15 @@ def attention_backward_dkdv_kernel(
         dk, dv = _dkdv_block_loop(
             dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
             offs_n, qk_scale, lo, full_lo, num_queries, num_keys, diagonal, window, BLOCK_M,
-            True, CAUSAL, WINDOW, DOT_PRECISION)
+            True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
         dk, dv = _dkdv_block_loop(
             dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
             offs_n, qk_scale, full_lo, full_hi, num_queries, num_keys, diagonal, window,
-            BLOCK_M, False, CAUSAL, WINDOW, DOT_PRECISION)
+            BLOCK_M, False, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
         dk, dv = _dkdv_block_loop(
             dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
             offs_n, qk_scale, full_hi, hi, num_queries, num_keys, diagonal, window, BLOCK_M,
-            True, CAUSAL, WINDOW, DOT_PRECISION)
+            True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
 
     if INT64_OFFSETS:
         offs_n = offs_n.to(tl.int64)
@@ -506,6 +515,7 @@ def _dq_block_loop(
     start, end,  # key range to visit, start a multiple of BLOCK_N
     num_keys, diagonal, window, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,
 ):
     BLOCK_D: tl.constexpr = q.shape[1]
     offs_n0 = tl.arange(0, BLOCK_N)
@@ -523,6 +533,8 @@ def _dq_block_loop(
         probs = tl.math.exp2((scores - row_max[:, None]) * qk_scale - log2_sum[:, None])
         dprobs = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         dscores = probs * (dprobs - delta[:, None])
+        if SETTLE_ONE_HOT:
+            dscores = tl.where(probs >= ONE_HOT, 0.0, dscores)
         dq = tl.dot(dscores.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
     return dq
 
@@ -536,6 +548,7 @@ def attention_backward_dq_kernel(
     num_heads, group_size, num_queries, num_keys, window, qk_scale, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
     WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,  # see attention_backward
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
     INT64_OFFSETS: tl.constexpr = False,
@@ -562,13 +575,13 @@ def attention_backward_dq_kernel(
                                            BLOCK_N, CAUSAL, WINDOW)
     dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
                         offs_m, qk_scale, lo, full_lo, num_keys, diagonal, window, BLOCK_N,
-                        True, CAUSAL, WINDOW, DOT_PRECISION)
+                        True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
     dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
                         offs_m, qk_scale, full_lo, full_hi, num_keys, diagonal, window, BLOCK_N,
-                        False, CAUSAL, WINDOW, DOT_PRECISION)
+                        False, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
     dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
                         offs_m, qk_scale, full_hi, hi, num_keys, diagonal, window, BLOCK_N,
-                        True, CAUSAL, WINDOW, DOT_PRECISION)
+                        True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
 
     if INT64_OFFSETS:
         offs_m = offs_m.to(tl.int64)
@@ -769,6 +782,12 @@ def uses_decode(q: torch.Tensor, k: torch.Tensor) -> bool:
             and decode_rows(q, k) * next_power_of_2(q.shape[3]) <= DECODE_MAX_TILE)
 
 
+def decode_block_n(block_d: int, element_size: int) -> int:
+    """Keys per step of the decode kernel: 16 KiB of keys and as many of values per
+    pipeline stage (64 keys at head_dim 128 in 16 bits), 16 to 128."""
+    return max(16, min(128, 16384 // (block_d * element_size)))
+
+
 def decode_splits(batch_kv_heads: int, num_keys: int, block_n: int,
                   multiprocessors: int) -> tuple[int, int]:
     """``(num_splits, keys_per_split)`` for flash-decoding: no split when the (batch,
@@ -797,8 +816,7 @@ def attention_decode(
     group_size = heads // kv_heads
     block_d = next_power_of_2(head_dim)
     block_r = decode_rows(q, k)
-    # Keys per step: 32 KiB of keys and values per pipeline stage (16 KiB each).
-    block_n = max(16, min(128, 8192 // (block_d * q.element_size())))
+    block_n = decode_block_n(block_d, q.element_size())
     if num_splits is None:
         multiprocessors = 4 if interpreting() else _multiprocessors(
             q.device.index if q.device.index is not None else torch.cuda.current_device())
@@ -894,8 +912,15 @@ def attention_backward(
     # One descriptor each for q, k, v and grad_out, shared by both kernels; the pre-hook
     # sets their tiles before each launch.
     descriptors = [_descriptor(_tma_layout(t), 1, block_d) for t in (q, k, v, grad_out)]
+    # dS = p * (dP - delta), and dq, dk are sm_scale times sums of it. Where a row's
+    # softmax is one-hot (p rounds to 1 for one key), the exact bracket is at most a few
+    # units in float32's last place of dP, but dP and delta are computed in different
+    # orders, so the bracket comes out as rounding noise of that size: negligible times a
+    # scale up to 1, but 1e20 times it swamps the answer (about 0) or overflows float16.
+    # Above scale 1, such entries are set to 0, which is within that noise of the exact
+    # value; at or below it, the kernels skip the test.
     common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, WINDOW=window > 0,
-                  DOT_PRECISION=dot_precision(q.dtype),
+                  DOT_PRECISION=dot_precision(q.dtype), SETTLE_ONE_HOT=sm_scale > 1.0,
                   INT64_OFFSETS=_needs_int64_rows(max(num_queries, num_keys), head_dim))
     qk_scale = _qk_scale(sm_scale)
 
@@ -1017,16 +1042,19 @@ def attention(
     Mistral's sliding-window attention.
 
     ``sm_scale`` (a positive real number, at most about 2.4e38) defaults to
-    ``1 / sqrt(head_dim)``. Any such scale gives a finite output; scales below about 8e-39
-    are computed as that (the softmax is uniform to float32 precision either way).
+    ``1 / sqrt(head_dim)``. Any such scale gives a finite output and finite gradients;
+    scales below about 8e-39 are computed as that (the softmax is uniform to float32
+    precision either way). With 16-bit inputs the gradients' error grows with the scale
+    where the softmax is neither one-hot nor uniform: the backward uses the output rounded
+    to the input dtype, as FlashAttention does, and the scale multiplies that rounding.
 
     ``return_lse``: also return each row's log-sum-exp ``log(sum_j exp(sm_scale * q_i . k_j))``
     in the natural log, float32, shape (batch, heads, num_queries); -inf for a row that sees
     no key, +inf where it exceeds float32's range. It is differentiable too.
 
     Float32 inputs follow ``torch.get_float32_matmul_precision()`` on a GPU: "highest" (the
-    default) multiplies in tf32x3 (float32 accuracy, about three times tf32's cost),
-    "high" and "medium" in tf32 (10-bit mantissas: faster, about 1e-3 relative error). Each
+    default) multiplies in tf32x3 (three tf32 products per product, float32 accuracy),
+    "high" and "medium" in tf32 (10-bit mantissas: faster, errors of order 1e-3). Each
     setting compiles its own kernels. With fewer than 17 queries the forward splits the keys
     across programs (flash-decoding). A second derivative (``create_graph=True``, then
     backward through the gradient) raises a RuntimeError.
