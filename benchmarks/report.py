@@ -1,7 +1,7 @@
 """Time every op against its PyTorch baseline over the shape sets of the performance goals;
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
+    python benchmarks/report.py [--only add softmax matmul attention decode] [--dtypes fp16 bf16]
                                 [--lengths 1024 ...] [--rounds 3] [--quick] [--save FILE]
     python benchmarks/report.py --merge FILE [FILE ...]
 
@@ -16,7 +16,11 @@ of each matmul shape includes the autotuner's compilations and timings: its wall
 printed as ``tune``. Matmul runs a second time with b stored column by column
 (``x @ w.t()``), tallied apart. Needs a CUDA GPU.
 
-Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
+Decode (few queries against a long KV cache, grouped heads) is set against SDPA with
+``enable_gqa=True`` under the flash and cuDNN backends, in GB/s of the cache read; a backend
+that refuses the call is named in its row.
+
+Softmax, matmul, the attention forward and decode are timed two ways. The main columns are GPU time
 (``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
 cache is cold and the host's launch time is left out): what the kernels cost. ``as called``
 is ``do_bench`` on one call as a Python program makes it: where a kernel takes less time
@@ -288,12 +292,69 @@ def attention(lengths, head_dims, dtypes):
                 torch.cuda.empty_cache()
 
 
+# Decode: queries of batch x 32 heads on 4 key/value heads (GQA 8:1), head_dim 128, against
+# a KV cache of each length; no mask (one query sees every key either way, and SDPA's
+# is_causal is aligned top-left). The rate is the keys' and values' bytes per second.
+DECODE_BATCHES, DECODE_QUERIES = (1, 8, 64), (1, 4, 16)
+DECODE_KEYS = (4096, 32768, 131072)
+
+
+def sdpa_gqa(backend):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    return run
+
+
+def decode(dtypes, quick=False):
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}
+    heads, kv_heads, head_dim = 32, 4, 128
+    for dtype_name in dtypes:
+        for batch in DECODE_BATCHES[::2] if quick else DECODE_BATCHES:
+            for num_keys in DECODE_KEYS[::2] if quick else DECODE_KEYS:
+                kv_bytes = 2 * batch * kv_heads * num_keys * head_dim * 2
+                if 2 * kv_bytes > torch.cuda.mem_get_info()[0]:
+                    print(f"decode {dtype_name} B{batch} Nk{num_keys}: skipped (memory)")
+                    continue
+                # Rotating copies up to 256 MiB, so that each call reads its cache from HBM.
+                copies = copies_for_cold_cache(kv_bytes, at_least=1)
+                caches = [tuple(torch.randn(batch, kv_heads, num_keys, head_dim, device="cuda",
+                                            dtype=DTYPES[dtype_name]) for _ in range(2))
+                          for _ in range(copies)]
+                for num_queries in DECODE_QUERIES[::2] if quick else DECODE_QUERIES:
+                    q = torch.randn(batch, heads, num_queries, head_dim, device="cuda",
+                                    dtype=DTYPES[dtype_name])
+                    fns = {"ours": tg.attention} | {n: sdpa_gqa(b) for n, b in backends.items()}
+                    refused = []
+                    for name in list(fns):
+                        try:
+                            fns[name](q, *caches[0])
+                        except RuntimeError:  # this backend does not take the shape
+                            refused.append(name)
+                            del fns[name]
+                    what = f"{dtype_name} B{batch} Nq{num_queries} Nk{num_keys}"
+                    ms = in_turns({name: lambda f=f: gpu_ms([lambda c=c: f(q, *c)
+                                                             for c in caches])
+                                   for name, f in fns.items()})
+                    rates = {name: gb_per_s(kv_bytes, value) for name, value in ms.items()}
+                    called = "".join(
+                        as_called("decode", what, lambda: tg.attention(q, *caches[0]), name,
+                                  lambda f=f: f(q, *caches[0]),
+                                  lambda ms: gb_per_s(kv_bytes, ms))
+                        for name, f in fns.items() if name != "ours")
+                    if refused:
+                        called += f"  | refused by {', '.join(refused)}"
+                    row("decode", what, rates.pop("ours"), rates, "GB/s", called)
+                del caches
+                torch.cuda.empty_cache()
+
+
 def main():
     global ROUNDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="ops to run: add softmax matmul attention (default: all)")
+                        help="ops to run: add softmax matmul attention decode (default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
     parser.add_argument("--lengths", nargs="*", type=int, choices=ATTENTION_LENGTHS,
@@ -325,7 +386,7 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
     print(tg.runtime.describe(), flush=True)
-    only = set(args.only or ["add", "softmax", "matmul", "attention"])
+    only = set(args.only or ["add", "softmax", "matmul", "attention", "decode"])
     roofs = ceilings()
     if "add" in only:
         vector_add(roofs["copy"].value)
@@ -341,6 +402,8 @@ def main():
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
         lengths = [n for n in lengths if args.lengths is None or n in args.lengths]
         attention(lengths, [64, 128], dtypes("fp16", "bf16"))
+    if "decode" in only:
+        decode(dtypes("fp16", "bf16"), quick=args.quick)
     TALLY.print()
 
 
