@@ -592,10 +592,18 @@ def attention_backward_dq_kernel(
 
 
 @triton.jit
+def _partials(partial_ptr, num_programs, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The split kernel's partial results in one float32 buffer, one block of BLOCK_R rows
+    per (batch, kv_head, split) program: the unnormalised outputs (BLOCK_D columns), then
+    the rows' maxima, then their normalisers."""
+    rows = num_programs.to(tl.int64) * BLOCK_R
+    return partial_ptr, partial_ptr + rows * BLOCK_D, partial_ptr + rows * (BLOCK_D + 1)
+
+
+@triton.jit
 def attention_decode_split_kernel(
     q_ptr, k_ptr, v_ptr,  # q (batch, heads, num_queries, HEAD_DIM), k, v (batch, kv_heads, num_keys, HEAD_DIM)
-    partial_acc_ptr,  # (batch * kv_heads, num_splits, BLOCK_R, BLOCK_D) float32
-    partial_max_ptr, partial_sum_ptr,  # (batch * kv_heads, num_splits, BLOCK_R) float32
+    partial_ptr,  # float32: see _partials
     q_stride_b, q_stride_h, q_stride_m,  # strides in elements; the last dimension's is 1
     k_stride_b, k_stride_h, k_stride_n,
     v_stride_b, v_stride_h, v_stride_n,
@@ -653,6 +661,8 @@ def attention_decode_split_kernel(
         acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None],
                      input_precision=DOT_PRECISION)
 
+    partial_acc_ptr, partial_max_ptr, partial_sum_ptr = _partials(
+        partial_ptr, tl.num_programs(1) * tl.num_programs(0), BLOCK_R, BLOCK_D)
     partial = (batch_kv_head * tl.num_programs(0) + split).to(tl.int64) * BLOCK_R + rows
     tl.store(partial_max_ptr + partial, row_max)
     tl.store(partial_sum_ptr + partial, row_sum)
@@ -661,7 +671,7 @@ def attention_decode_split_kernel(
 
 @triton.jit
 def attention_decode_combine_kernel(
-    partial_acc_ptr, partial_max_ptr, partial_sum_ptr,  # as the split kernel wrote them
+    partial_ptr,  # as the split kernel wrote it
     out_ptr,  # (batch, heads, num_queries, HEAD_DIM), contiguous
     lse_ptr, max_ptr, log2sum_ptr,  # (batch * heads, num_queries) float32: see _store_rows
     num_splits, num_rows,  # num_rows = group_size * num_queries
@@ -671,6 +681,8 @@ def attention_decode_combine_kernel(
 ):
     # Merge the splits' (acc, max, sum) as the online softmax merges blocks of keys.
     batch_kv_head = tl.program_id(0)
+    partial_acc_ptr, partial_max_ptr, partial_sum_ptr = _partials(
+        partial_ptr, tl.num_programs(0) * num_splits, BLOCK_R, BLOCK_D)
     rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
     offs_d = tl.arange(0, BLOCK_D)
     row_max = tl.full([ROWS], -float("inf"), tl.float32)
@@ -790,14 +802,12 @@ def decode_block_n(block_d: int, element_size: int) -> int:
 
 def decode_splits(batch_kv_heads: int, num_keys: int, block_n: int,
                   multiprocessors: int) -> tuple[int, int]:
-    """``(num_splits, keys_per_split)`` for flash-decoding: no split when the (batch,
-    kv_head) pairs alone give every SM a program, else enough splits to give every SM
-    about two; no split shorter than DECODE_MIN_KEYS_PER_SPLIT keys, and each split a
-    whole number of key blocks."""
-    if batch_kv_heads >= multiprocessors:
-        wanted = 1
-    else:
-        wanted = cdiv(2 * multiprocessors, batch_kv_heads)
+    """``(num_splits, keys_per_split)`` for flash-decoding: as many splits as keep the
+    programs within two per SM (two of the decode kernel's 96 KiB of pipeline buffers fit
+    an H100's SM at once, so they run in one wave, with no tail of a few programs after
+    it), no split shorter than DECODE_MIN_KEYS_PER_SPLIT keys, each a whole number of key
+    blocks."""
+    wanted = max(1, 2 * multiprocessors // batch_kv_heads)
     most = cdiv(num_keys, DECODE_MIN_KEYS_PER_SPLIT)
     splits = max(1, min(wanted, most))
     keys_per_split = cdiv(cdiv(num_keys, splits), block_n) * block_n
@@ -826,18 +836,13 @@ def attention_decode(
         keys_per_split = cdiv(cdiv(num_keys, num_splits), block_n) * block_n
         num_splits = cdiv(num_keys, keys_per_split)
     q, k, v = (t if t.stride(3) == 1 else t.contiguous() for t in (q, k, v))
-    partial_acc = torch.empty((batch * kv_heads, num_splits, block_r, block_d),
-                              dtype=torch.float32, device=q.device)
-    partial_max = torch.empty((batch * kv_heads, num_splits, block_r), dtype=torch.float32,
-                              device=q.device)
-    partial_sum = torch.empty_like(partial_max)
+    partials = torch.empty(batch * kv_heads * num_splits * block_r * (block_d + 2),
+                           dtype=torch.float32, device=q.device)  # see _partials
     qk_scale = _qk_scale(sm_scale)
     flags = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_R=block_r)
     warps = 4 if block_r * block_d <= 32 * 128 else 8
     fast_launch(attention_decode_split_kernel)[(num_splits, batch * kv_heads)](
-        q, k, v, partial_acc, partial_max, partial_sum,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
+        q, k, v, partials, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         kv_heads, group_size, num_queries, num_keys, window, qk_scale, keys_per_split,
         BLOCK_N=block_n, CAUSAL=causal, WINDOW=window > 0,
         DOT_PRECISION=dot_precision(q.dtype), num_warps=warps, num_stages=3, **flags,
@@ -845,7 +850,7 @@ def attention_decode(
     out, lse, stats = _outputs(q)
     rows = min(block_r, 16)
     fast_launch(attention_decode_combine_kernel)[(batch * kv_heads, cdiv(group_size * num_queries, rows))](
-        partial_acc, partial_max, partial_sum, out, lse, stats[0], stats[1],
+        partials, out, lse, stats[0], stats[1],
         num_splits, group_size * num_queries, qk_scale, ROWS=rows, **flags,
     )
     return out, lse, stats
