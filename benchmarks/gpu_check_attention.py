@@ -2,7 +2,7 @@
 decode timed against PyTorch's SDPA.
 
     python benchmarks/gpu_check_attention.py OUT.json [--part checks|decode|all]
-                                                      [--budget-s 230]
+                                                      [--budget-s 230] [--all-configs]
 
 **Checks** (natively, each against ``attention_reference`` in float64, forward and
 backward unless said): odd and unequal lengths both ways, causal and not; more queries
@@ -12,6 +12,8 @@ with the split forced and chosen; extreme but finite ``sm_scale`` (forward on th
 the decode path; forward and backward on the main path); float32 under
 ``torch.set_float32_matmul_precision("highest")`` and ``("high")``, with the forward's GPU
 time under each at one large shape. A failed check prints its message and the run goes on.
+Each main kernel compiles only the first of its tuned configurations (``--all-configs``:
+autotune as usual, which compiles three or four times as many kernels).
 
 **Decode timing**: batch 1, 8, 64; 32 query heads on 4 key/value heads (GQA 8:1); head_dim
 128; 1, 4, 16 queries; 4k, 32k, 128k keys; fp16 and bf16; no mask (with one query the
@@ -182,6 +184,20 @@ def float32_setting(setting, nq):
     return run
 
 
+def first_config_only():
+    """Autotune nothing: each main kernel compiles only the first of its configurations
+    for the call's head_dim and dtype (the checks' ~30 kernel variants times 3-4
+    configurations would take most of the time budget to compile)."""
+    for kernel in (A.attention_forward_kernel, A.attention_backward_dkdv_kernel,
+                   A.attention_backward_dq_kernel):
+        prune = kernel.early_config_prune
+        if prune is None:  # one configuration already (the interpreter's)
+            continue
+        kernel.early_config_prune = (
+            lambda configs, named_args, prune=prune, **kwargs:
+            prune(configs, named_args, **kwargs)[:1])
+
+
 def checks():
     f16, bf16 = torch.float16, torch.bfloat16
     for nq, nk in ((300, 517), (517, 300)):
@@ -194,8 +210,8 @@ def checks():
           lambda: compare(*make(1, 8, 1, 257, 257, 128, f16), causal=True))
     check("bf16 GQA H16/Hk4 Nq333 Nk1000 d128 causal lse",
           lambda: compare(*make(1, 16, 4, 333, 1000, 128, bf16), causal=True, lse=True))
-    for d in (40, 160, 256):
-        for dtype in (f16, bf16):
+    for d, dtypes in ((40, (f16,)), (160, (f16,)), (256, (f16, bf16))):
+        for dtype in dtypes:
             name = str(dtype).removeprefix("torch.")
             check(f"{name} d{d} H4/Hk2 Nq200 Nk333 causal lse",
                   lambda d=d, dtype=dtype: compare(*make(1, 4, 2, 200, 333, d, dtype),
@@ -366,6 +382,9 @@ def main():
     parser.add_argument("--part", choices=["checks", "decode", "all"], default="all")
     parser.add_argument("--budget-s", type=float, default=230,
                         help="stop starting decode timings after this many seconds")
+    parser.add_argument("--all-configs", action="store_true",
+                        help="check every autotuned configuration's pick, not only the first "
+                             "configuration of each kernel (slower: more compilations)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/gpu_check_attention.py needs a CUDA GPU")
@@ -375,6 +394,9 @@ def main():
     print(RESULTS["device"], flush=True)
     torch.manual_seed(0)
     if args.part in ("checks", "all"):
+        if not args.all_configs:
+            first_config_only()
+        RESULTS["configs"] = "all, autotuned" if args.all_configs else "first of each kernel"
         checks()
         failed = [c["check"] for c in RESULTS["checks"] if not c["ok"]]
         print(f"\nchecks: {len(RESULTS['checks']) - len(failed)} ok, {len(failed)} failed "
