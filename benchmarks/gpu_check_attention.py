@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import math
 import sys
@@ -310,29 +311,29 @@ def decode_timing(budget_s):
     print("\ndecode: GQA 32/4, d128, no mask; us per call (GPU time | as called); "
           "ratio = SDPA time / ours (above 1: ours faster)", flush=True)
     free, _ = torch.cuda.mem_get_info()
-    for dtype in (torch.float16, torch.bfloat16):
+    # Both dtypes at each shape before the next, so a run cut short by the budget has both.
+    for batch, nk, dtype in itertools.product((1, 8, 64), (4096, 32768, 131072),
+                                              (torch.float16, torch.bfloat16)):
         dtype_name = str(dtype).removeprefix("torch.")
-        for batch in (1, 8, 64):
-            for nk in (4096, 32768, 131072):
-                kv_bytes = 2 * batch * kv_heads * nk * d * 2
-                copies = max(1, math.ceil(COLD_BYTES / kv_bytes))
-                if (copies + 1) * kv_bytes > 0.8 * free:
-                    print(f"{dtype_name} B{batch} Nk{nk}: skipped, keys and values "
-                          f"({kv_bytes / 2**30:.1f} GiB) do not fit", flush=True)
-                    continue
-                inputs = [make(batch, heads, kv_heads, 16, nk, d, dtype) for _ in range(copies)]
-                for nq in (1, 4, 16):
-                    if time.perf_counter() - START > budget_s:
-                        print(f"budget of {budget_s} s spent: stopping", flush=True)
-                        RESULTS.setdefault("notes", []).append(
-                            f"decode timing stopped at {dtype_name} B{batch} Nk{nk} Nq{nq}: "
-                            f"budget {budget_s} s")
-                        save()
-                        return
-                    one_row(dtype_name, batch, nk, nq, [(q[:, :, :nq], k, v)
-                                                         for q, k, v in inputs])
-                del inputs
-                torch.cuda.empty_cache()
+        kv_bytes = 2 * batch * kv_heads * nk * d * 2
+        copies = max(1, math.ceil(COLD_BYTES / kv_bytes))
+        if (copies + 1) * kv_bytes > 0.8 * free:
+            print(f"{dtype_name} B{batch} Nk{nk}: skipped, keys and values "
+                  f"({kv_bytes / 2**30:.1f} GiB) do not fit", flush=True)
+            continue
+        inputs = [make(batch, heads, kv_heads, 16, nk, d, dtype) for _ in range(copies)]
+        for nq in (1, 4, 16):
+            if time.perf_counter() - START > budget_s:
+                print(f"budget of {budget_s} s spent: stopping", flush=True)
+                RESULTS.setdefault("notes", []).append(
+                    f"decode timing stopped at {dtype_name} B{batch} Nk{nk} Nq{nq}: "
+                    f"budget {budget_s} s")
+                save()
+                return
+            one_row(dtype_name, batch, nk, nq, [(q[:, :, :nq], k, v)
+                                                 for q, k, v in inputs])
+        del inputs
+        torch.cuda.empty_cache()
 
 
 def one_row(dtype_name, batch, nk, nq, inputs):
