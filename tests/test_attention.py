@@ -475,3 +475,21 @@ def test_compiled_grouped_windowed_call_matches_eager(device, check):
     compiled = torch.autograd.grad(torch.compile(loss, fullgraph=True)(q, k, v), (q, k, v))
     for ours, ref, label in zip(compiled, eager, ("dq", "dk", "dv")):
         check("attention compiled backward", ours, ref.double(), rtol=1e-6, atol=1e-6, name=label)
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias will produce NaNs")
+@pytest.mark.parametrize("lengths", [(5, 12), (12, 5), (9, 9)], ids=lambda n: "Nq{}-Nk{}".format(*n))
+def test_reference_matches_torch_causal_lower_right(lengths):
+    # The reference's causal mask is PyTorch's bottom-right one (CausalBias), computed on
+    # the CPU in float64 by PyTorch's own math.
+    from torch.nn.attention.bias import causal_lower_right
+
+    q = torch.randn(1, 2, lengths[0], 16, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, lengths[1], 16, dtype=torch.float64) for _ in range(2))
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=causal_lower_right(*lengths))
+    got = attention_reference(q, k, v, causal=True)
+    # PyTorch gives NaN (or 0, by version) where a query sees no key; the reference gives 0.
+    sees_any = attention_module.visible_keys(*lengths, causal=True).any(dim=1)
+    torch.testing.assert_close(got[:, :, sees_any], expected[:, :, sees_any])
+    assert (got[:, :, ~sees_any] == 0).all()
