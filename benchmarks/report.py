@@ -36,6 +36,7 @@ turns: one reading of a 1 ms attention forward moved by up to 12% between runs o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -299,11 +300,8 @@ DECODE_BATCHES, DECODE_QUERIES = (1, 8, 64), (1, 4, 16)
 DECODE_KEYS = (4096, 32768, 131072)
 
 
-def sdpa_gqa(backend):
-    def run(q, k, v):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    return run
+def sdpa_gqa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
 def decode(dtypes, quick=False):
@@ -324,24 +322,35 @@ def decode(dtypes, quick=False):
                 for num_queries in DECODE_QUERIES[::2] if quick else DECODE_QUERIES:
                     q = torch.randn(batch, heads, num_queries, head_dim, device="cuda",
                                     dtype=DTYPES[dtype_name])
-                    fns = {"ours": tg.attention} | {n: sdpa_gqa(b) for n, b in backends.items()}
+                    # The backend is chosen once around each measurement, not per call.
+                    fns = {"ours": (tg.attention, contextlib.nullcontext)}
+                    fns |= {n: (sdpa_gqa, lambda b=b: sdpa_kernel(b)) for n, b in backends.items()}
                     refused = []
-                    for name in list(fns):
+                    for name, (f, context) in list(fns.items()):
                         try:
-                            fns[name](q, *caches[0])
+                            with context():
+                                f(q, *caches[0])
                         except RuntimeError:  # this backend does not take the shape
                             refused.append(name)
                             del fns[name]
+
+                    def measure(f, context):
+                        with context():
+                            return gpu_ms([lambda c=c: f(q, *c) for c in caches])
+
+                    def called_vs(name, f, context):
+                        with context():
+                            return as_called("decode", what,
+                                             lambda: tg.attention(q, *caches[0]), name,
+                                             lambda: f(q, *caches[0]),
+                                             lambda ms: gb_per_s(kv_bytes, ms))
+
                     what = f"{dtype_name} B{batch} Nq{num_queries} Nk{num_keys}"
-                    ms = in_turns({name: lambda f=f: gpu_ms([lambda c=c: f(q, *c)
-                                                             for c in caches])
-                                   for name, f in fns.items()})
+                    ms = in_turns({name: lambda f=f, c=c: measure(f, c)
+                                   for name, (f, c) in fns.items()})
                     rates = {name: gb_per_s(kv_bytes, value) for name, value in ms.items()}
-                    called = "".join(
-                        as_called("decode", what, lambda: tg.attention(q, *caches[0]), name,
-                                  lambda f=f: f(q, *caches[0]),
-                                  lambda ms: gb_per_s(kv_bytes, ms))
-                        for name, f in fns.items() if name != "ours")
+                    called = "".join(called_vs(name, f, c) for name, (f, c) in fns.items()
+                                     if name != "ours")
                     if refused:
                         called += f"  | refused by {', '.join(refused)}"
                     row("decode", what, rates.pop("ours"), rates, "GB/s", called)
