@@ -61,7 +61,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "H{}-Hk{}-Nq{}-Nk{}-splits{}".format(*c))
 def test_split_keys_match_float64(case, causal, device, check):
     heads, kv_heads, num_queries, num_keys, splits = case
-    q, k, v = qkv(2, heads, kv_heads, num_queries, num_keys, 32, device)
+    q, k, v = qkv(1, heads, kv_heads, num_queries, num_keys, 32, device)
     check_decode(q, k, v, check, causal=causal, num_splits=splits)
 
 
