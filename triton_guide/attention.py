@@ -34,6 +34,7 @@ from .hardware import TMA_ALIGNMENT
 from .runtime import interpreting
 from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
+from .registry import register
 from .validation import (
     INT32_MAX,
     check_bool,
@@ -594,3 +595,12 @@ def attention(
         sm_scale = 1.0 / math.sqrt(head_dim)
     sm_scale = check_positive_number("sm_scale", sm_scale)
     return _attention_forward(q, k, v, causal, sm_scale)[0]
+
+
+def _example(device):
+    q, k, v = (torch.randn(1, 2, 17, 16, device=device) for _ in range(3))
+    return (q, k, v), {"causal": True}
+
+
+register("attention", attention, attention_reference, example=_example,
+         differentiable=True, compile_safe=True)

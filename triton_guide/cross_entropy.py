@@ -20,6 +20,7 @@ import triton.language as tl
 
 from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
+from .registry import register
 from .runtime import interpreting
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
@@ -348,3 +349,15 @@ def cross_entropy(
         logits, target, ignore_index, float(label_smoothing), reduction, compute_grad,
         inplace_grad, block_size,
     )
+
+
+def _example(device):
+    target = torch.randint(0, 50, (7,), device=device)
+    target[3] = -100
+    return (torch.randn(7, 50, device=device), target), {}
+
+
+# An autograd.Function rather than an Operator: its forward writes the gradient (over the
+# logits with inplace_grad=True), which a PyTorch operator may not do.
+register("cross_entropy", cross_entropy, cross_entropy_reference, example=_example,
+         differentiable=True, compile_safe=False)

@@ -24,6 +24,7 @@ from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocesso
                        shared_memory_per_block)
 from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
+from .registry import register
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
 
@@ -693,3 +694,11 @@ def _grad(ctx, grad_c):
 
 # Autograd and torch.compile: see triton_guide.library.
 _matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)
+
+
+def _example(device):
+    return (torch.randn(21, 16, device=device), torch.randn(16, 9, device=device)), {}
+
+
+register("matmul", matmul, matmul_reference, example=_example, differentiable=True,
+         compile_safe=True)

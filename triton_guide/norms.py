@@ -24,6 +24,7 @@ import triton.language as tl
 from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .registry import register
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -344,3 +345,18 @@ def rms_norm(
         eps = torch.finfo(x.dtype).eps
     x, weight, _ = _check_inputs(x, weight, None, eps)
     return _rms_norm(x, weight, None, float(eps))[0]
+
+
+def _example_layer_norm(device):
+    return (torch.randn(3, 5, 40, device=device), torch.randn(40, device=device),
+            torch.randn(40, device=device)), {}
+
+
+def _example_rms_norm(device):
+    return (torch.randn(3, 5, 40, device=device), torch.randn(40, device=device)), {}
+
+
+register("layer_norm", layer_norm, layer_norm_reference, example=_example_layer_norm,
+         differentiable=True, compile_safe=True)
+register("rms_norm", rms_norm, rms_norm_reference, example=_example_rms_norm,
+         differentiable=True, compile_safe=True)

@@ -17,6 +17,7 @@ import triton.language as tl
 from .hardware import num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .registry import register
 from .validation import check_block_size, check_tensor, needs_int64_offsets
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
@@ -290,3 +291,11 @@ _softmax_backward = Operator("softmax_backward", _launch_backward, fake=_fake_ba
                              refuse_name="softmax")
 _softmax = Operator("softmax", _launch, fake=_fake, backward=_grad,
                     setup_context=_save_output)
+
+
+def _example(device):
+    return (torch.randn(5, 33, device=device) * 3,), {}
+
+
+register("softmax", softmax, softmax_reference, example=_example, differentiable=True,
+         compile_safe=True)

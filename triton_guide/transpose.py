@@ -8,6 +8,7 @@ import triton.language as tl
 
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .registry import register
 from .validation import (
     MAX_BLOCK_ELEMENTS,
     MAX_GRID_AXIS_1,
@@ -99,3 +100,11 @@ def _grad(ctx, grad_out):
 # Autograd and torch.compile: see triton_guide.library. The backward is the op again, so
 # it differentiates too.
 _transpose = Operator("transpose", _launch, fake=_fake, backward=_grad)
+
+
+def _example(device):
+    return (torch.randn(19, 40, device=device),), {}
+
+
+register("transpose", transpose, transpose_reference, example=_example,
+         differentiable=True, compile_safe=True)
