@@ -53,9 +53,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
 from triton_guide.benchmark import gpu_ms  # noqa: E402
+from triton_guide.hardware import multiprocessors  # noqa: E402
 from triton_guide.testing import assert_close, relative_error, tolerance  # noqa: E402
 
 A = importlib.import_module("triton_guide.attention")
+D = importlib.import_module("triton_guide.attention_decode")
 RESULTS: dict = {}
 OUT: Path | None = None
 START = time.perf_counter()
@@ -66,7 +68,7 @@ def save() -> None:
 
 
 def rtol_for(dtype: torch.dtype) -> float:
-    return tolerance(dtype, tensor_cores=A.dot_precision(dtype) == "tf32")
+    return tolerance(dtype, tensor_cores=D.dot_precision(dtype) == "tf32")
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ def decode(dtype, nq, nk, splits, causal=False, window=0, d=128, sm_scale=None):
     def run():
         q, k, v = make(2, 32, 4, nq, nk, d, dtype)
         scale = sm_scale if sm_scale is not None else 1 / math.sqrt(d)
-        out, lse, stats = A.attention_decode(q, k, v, causal, scale, window, num_splits=splits)
+        out, lse, stats = D.attention_decode(q, k, v, causal, scale, window, num_splits=splits)
         ref, ref_lse = tg.attention_reference(*(t.double() for t in (q, k, v)), causal=causal,
                                               window=window or None, sm_scale=scale,
                                               return_lse=True)
@@ -366,9 +368,9 @@ def one_row(dtype_name, batch, nk, nq, inputs):
     gpu = {name: median(values) for name, values in gpu.items()}
     called = {name: median(values) for name, values in called.items()}
     kv_bytes = 2 * k.numel() * k.element_size()
-    block_n = A.decode_block_n(triton_next_power_of_2(k.shape[3]), k.element_size())
-    splits = A.decode_splits(batch * k.shape[1], nk, block_n, A._multiprocessors(
-        torch.cuda.current_device()))[0] if A.uses_decode(q, k) else None
+    block_n = D.decode_block_n(triton_next_power_of_2(k.shape[3]), k.element_size())
+    splits = D.decode_splits(batch * k.shape[1], nk, block_n, multiprocessors(q.device))[0] \
+        if D.uses_decode(q, k) else None
     entry = {"dtype": dtype_name, "batch": batch, "num_queries": nq, "num_keys": nk,
              "splits": splits, "gpu_us": gpu, "called_us": called,
              "ours_gb_per_s": kv_bytes / gpu["ours"] / 1e3, "refused": notes}

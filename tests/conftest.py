@@ -110,3 +110,15 @@ def pytest_terminal_summary(terminalreporter):
                 f"{op:<20} {dtype:<9} {len(rows):>3} checks; largest {largest[0]}; "
                 f"largest relative error {worst[2]:.2e} at {worst[0]}"
             )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_matmul_plans():
+    """matmul keeps the decisions it made per input layout (triton_guide.matmul._plans);
+    tests that patch the functions behind those decisions must not find another test's."""
+    import sys
+
+    module = sys.modules["triton_guide.matmul"]
+    module._plans.clear()
+    yield
+    module._plans.clear()

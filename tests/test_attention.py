@@ -9,6 +9,8 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.testing import tolerance
 
 attention_module = importlib.import_module("triton_guide.attention")
+decode_module = importlib.import_module("triton_guide.attention_decode")
+tiles_module = importlib.import_module("triton_guide.attention_tiles")
 
 # (batch, heads, seq, head_dim): a single token, primes, powers of two plus one, several blocks.
 SHAPES = runtime.pick(
@@ -86,7 +88,7 @@ def test_strided_inputs_from_a_packed_projection(causal, device, check):
 
 
 def _layout(kind, device):
-    """q, k, v that a TMA descriptor cannot read as they are (see attention._tma_layout)."""
+    """q, k, v that a TMA descriptor cannot read as they are (see attention_tiles.tma_layout)."""
     if kind == "head_dim_20_fp16":  # rows of 40 bytes: not a multiple of 16
         return [torch.randn(1, 2, 23, 20, device=device, dtype=torch.float16) for _ in range(3)]
     if kind == "storage_offset":  # base address 4 bytes past a 16-byte boundary
@@ -102,7 +104,7 @@ def _layout(kind, device):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_layouts_a_descriptor_cannot_read(kind, causal, device, check):
     q, k, v = _layout(kind, device)
-    needs_copy = [attention_module._tma_layout(t) is not t for t in (q, k, v)]
+    needs_copy = [tiles_module.tma_layout(t) is not t for t in (q, k, v)]
     assert needs_copy == ([False, True, True] if kind == "expanded" else [True] * 3)
     run_and_compare(q, k, v, causal, check)
 
@@ -406,7 +408,8 @@ def float32_precision():
 
 @pytest.fixture
 def launch_constexprs(monkeypatch):
-    """The DOT_PRECISION each attention kernel is launched with, in launch order."""
+    """The DOT_PRECISION each attention kernel is launched with, in launch order (the main
+    kernels' launches and flash-decoding's)."""
     seen = []
     real_fast_launch = attention_module.fast_launch
 
@@ -424,7 +427,8 @@ def launch_constexprs(monkeypatch):
 
         return Spy()
 
-    monkeypatch.setattr(attention_module, "fast_launch", spied_fast_launch)
+    for module in (attention_module, decode_module):
+        monkeypatch.setattr(module, "fast_launch", spied_fast_launch)
     return seen
 
 
@@ -456,7 +460,7 @@ def test_operators_pass_opcheck(device):
     q, k, v = (t.requires_grad_() for t in qkv(1, 4, 2, 5, 9, 16, device))
     torch.library.opcheck(torch.ops.triton_guide.attention_forward.default,
                           (q, k, v, True, 0.25, 3))
-    # The backward operator has no derivative of its own (refuse_double_backward): check it
+    # The backward operator has no derivative of its own (Operator with backward=None): check it
     # on inputs that do not require gradients.
     q, k, v = (t.detach() for t in (q, k, v))
     out, lse, stats = torch.ops.triton_guide.attention_forward(q, k, v, True, 0.25, 3)

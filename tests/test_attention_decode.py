@@ -1,4 +1,4 @@
-"""Flash-decoding (triton_guide.attention.attention_decode): few queries against many keys,
+"""Flash-decoding (triton_guide.attention_decode): few queries against many keys,
 the keys split across programs and the partial results combined. Each case is checked
 against the float64 reference with the split forced, so that several splits, empty splits
 and splits that end in a partial block of keys all occur at interpreter-sized shapes."""
@@ -12,6 +12,7 @@ from triton_guide import attention, attention_reference
 from triton_guide.testing import tolerance
 
 attention_module = importlib.import_module("triton_guide.attention")
+decode_module = importlib.import_module("triton_guide.attention_decode")
 
 
 def qkv(batch, heads, kv_heads, num_queries, num_keys, head_dim, device, dtype=torch.float32):
@@ -22,12 +23,12 @@ def qkv(batch, heads, kv_heads, num_queries, num_keys, head_dim, device, dtype=t
 
 
 def check_decode(q, k, v, check, causal=False, window=0, num_splits=None, sm_scale=0.3):
-    out, lse, stats = attention_module.attention_decode(q, k, v, causal, sm_scale, window,
+    out, lse, stats = decode_module.attention_decode(q, k, v, causal, sm_scale, window,
                                                         num_splits=num_splits)
     ref, ref_lse = attention_reference(*(t.double() for t in (q, k, v)), causal=causal,
                                        sm_scale=sm_scale, window=window or None,
                                        return_lse=True)
-    rtol = tolerance(q.dtype, tensor_cores=attention_module.dot_precision(q.dtype) == "tf32")
+    rtol = tolerance(q.dtype, tensor_cores=decode_module.dot_precision(q.dtype) == "tf32")
     check("attention decode", out, ref, rtol=rtol, name="out")
     check("attention decode", lse, ref_lse, rtol=1e-5 if q.dtype == torch.float32 else rtol,
           name="lse")
@@ -103,14 +104,14 @@ def test_strided_and_expanded_inputs(device, check):
 def test_split_choice_fills_the_gpu():
     # 132 SMs (an H100): batch 1 with 4 kv heads at 32k keys asks for 66 splits per head,
     # 497 keys each, rounded up to whole blocks of 64: 64 splits of 512.
-    splits, keys_per_split = attention_module.decode_splits(4, 32768, 64, 132)
+    splits, keys_per_split = decode_module.decode_splits(4, 32768, 64, 132)
     assert (splits, keys_per_split) == (64, 512)
     assert splits * keys_per_split >= 32768 > (splits - 1) * keys_per_split
     # A batch large enough to fill the GPU on its own is not split.
-    assert attention_module.decode_splits(256, 4096, 64, 132) == (1, 4096)
+    assert decode_module.decode_splits(256, 4096, 64, 132) == (1, 4096)
     # No split shorter than the minimum, even when the GPU would want more programs.
-    splits, keys_per_split = attention_module.decode_splits(1, 1000, 64, 132)
-    assert keys_per_split >= attention_module.DECODE_MIN_KEYS_PER_SPLIT
+    splits, keys_per_split = decode_module.decode_splits(1, 1000, 64, 132)
+    assert keys_per_split >= decode_module.DECODE_MIN_KEYS_PER_SPLIT
 
 
 @pytest.mark.parametrize("num_queries, decode", [(1, True), (16, True), (17, False)])

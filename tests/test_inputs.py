@@ -1,6 +1,9 @@
 """Every kind of tensor and argument a PyTorch user can pass: handled, or refused by name."""
 
+import sys
+
 import numpy as np
+
 import pytest
 import torch
 
@@ -106,7 +109,8 @@ def test_tensors_on_another_gpu_are_refused_by_name(op, device, monkeypatch):
     x = torch.randn(shape, device=device)
     other = x.device.index + 1 if x.device.index is not None else 1
     # One GPU is enough: make the current device another one than x's.
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: other)
+    monkeypatch.setattr(sys.modules["triton_guide.validation"], "_current_cuda_device",
+                        lambda: other)
     with pytest.raises(ValueError, match=rf"is on cuda:\d, but kernels launch on the current device, cuda:{other}"):
         call(x)
 

@@ -15,17 +15,18 @@ products whose rows a descriptor cannot read as they are.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .launch import cdiv, fast_launch, next_power_of_2
-from .library import through_operator
+from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocessors,
+                       shared_memory_per_block)
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
+from .library import Operator
+from .registry import register
 from .runtime import interpreting
-from .validation import check_same_dtype, check_tensor, needs_int64_offsets
+from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -48,7 +49,7 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 
 
 # Tiles of at least this many outputs are "large": they suit products with enough of them
-# to keep every SM busy several times over (benchmarks/NOTES.md, 2026-11-22 tuning).
+# to keep every SM busy several times over (the H100's tuning picked them only there).
 LARGE_TILE = 128 * 128
 
 
@@ -95,7 +96,6 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     compilations and timings.
     """
     M, N = named_args["M"], named_args["N"]
-    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
     a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
     item_size = a.element_size()
 
@@ -104,13 +104,13 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
         return c.num_stages * (m * k + k * n) * item_size
 
     runnable = [c for c in configs
-                if staged_bytes(c) <= properties.shared_memory_per_block_optin] or configs
+                if staged_bytes(c) <= shared_memory_per_block(a.device)] or configs
     fitting = [c for c in runnable
                if c.kwargs["BLOCK_SIZE_M"] <= max(16, next_power_of_2(M))
                and c.kwargs["BLOCK_SIZE_N"] <= max(32, next_power_of_2(N))]
     large = [c for c in fitting
              if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
-    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * properties.multi_processor_count:
+    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * multiprocessors(a.device):
         return large
     tall = [c for c in fitting if c.kwargs["BLOCK_SIZE_M"] == few_rows_tile_height(M)]
     return tall or fitting or runnable
@@ -124,9 +124,9 @@ def few_rows_tile_height(M: int) -> int:
     as the calls of a network run, are slower than tiles as tall as the product (65-128
     rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
     slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
-    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, with
-    ``benchmarks/tune.py matmul_picks``, for the pointer kernel; the descriptor kernel takes
-    the same rule, not measured on its own. See benchmarks/NOTES.md.
+    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, each
+    candidate launched directly, for the pointer kernel; the descriptor kernel takes the
+    same rule, not measured on its own.
     """
     if 64 < M <= 128:
         return 128
@@ -346,14 +346,59 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     tensor cores as tf32, Triton's default for ``tl.dot``.
     """
     a, b = check_pair(a, b)
-    if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
-        return _matmul_op(a, b)
+    return _matmul(a, b)
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Every decision below (which kernel, copies, the split, c's width) follows from what
+    # the key holds; a loop that multiplies matrices of one layout makes them once.
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        plan = _plans[key] = _plan(a, b)
+    if plan is not None:
+        return plan(a, b)
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors=descriptors)
 
 
+MAX_PLANS = 512
+_plans: dict[tuple, object] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor):
+    """For inputs that the descriptor kernel reads as they are, in one launch: a function
+    ``(a, b) -> a @ b`` that launches it with every argument but the tensors worked out
+    now (what :func:`product` computes on each call). None for any other case."""
+    a_in, b_in, descriptors = kernel_inputs(a, b)
+    if not descriptors or a_in is not a or b_in is not b or default_split(a, b.shape[1],
+                                                                           a.shape[1]):
+        return None
+    (M, K), N = a.shape, b.shape[1]
+    width = output_width(M, N, K, a.element_size())
+    dtype = a.dtype
+    constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
+                     C_ALIGN=alignment(width),
+                     INT64_OFFSETS=needs_int64_offsets(
+                         a, b, largest_index=farthest_offset(a) + M * width))
+
+    def grid(meta):
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
+
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty((M, width), dtype=dtype, device=a.device)
+        fast_launch(matmul_tma_kernel)[grid](
+            descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
+        return c if width == N else c[:, :N].contiguous()
+
+    return launch
+
+
 # Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
-# (benchmarks/tune.py matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran
+# (50 products, GPU time): descriptors ran
 # level with pointers or ahead in every layout and at every size, 1 row to 8192, furthest
 # ahead where the pointer kernel reads b down its columns; the largest gap the other way,
 # 3%. float32 (tf32) takes the same rule, checked by the tests but not timed.
@@ -439,10 +484,9 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
 # and 4 full waves (4096 x 3328 x 4096, 4096 x 4352 x 4096) it gained 4-11%. After one
 # full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
 # it lost. It was measured only where N and K are multiples of the large tile; the ragged
-# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns:
-# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.) Two limits: at 3072 x
-# 3072 with K = 1024 or 8192 the split and one launch measured level (0.81-0.85x both,
-# tune.py matmul_row_split), so the gain is not the same at every K; and the host pays
+# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns.) Two
+# limits: at 3072 x 3072 with K = 1024 or 8192 the split and one launch measured level
+# (0.81-0.85x cuBLAS both), so the gain is not the same at every K; and the host pays
 # for two more descriptors and a second launch, 45 us more per call in float16 and 111 in
 # bfloat16 on the H100's host (medians of three noisy rounds), which a program that waits
 # for each product sees (3072^3 as called went from 0.78x to 0.50x cuBLAS). Only on Hopper
@@ -514,7 +558,7 @@ def output_width(M: int, N: int, K: int, item_size: int) -> int:
     multiple of 16 bytes and the product is large enough to repay one more copy, N rounded
     up to one. Rows that start off a 16-byte boundary can only be stored one value at a
     time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
-    4104 long (benchmarks/NOTES.md, twelfth session); copying out the 4097 columns costs
+    4104 long; copying out the 4097 columns costs
     far less than the difference."""
     return padded_length(N, item_size) if repays_copies(M, N, K) else N
 
@@ -523,10 +567,6 @@ def padded_length(length: int, item_size: int) -> int:
     """``length`` values of ``item_size`` bytes, rounded up to fill a multiple of 16 bytes."""
     per_boundary = TMA_ALIGNMENT // item_size
     return cdiv(length, per_boundary) * per_boundary
-
-
-# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
-TMA_ALIGNMENT = 16
 
 
 def descriptor_ready(x: torch.Tensor) -> bool:
@@ -557,46 +597,13 @@ def row_aligned(x: torch.Tensor) -> torch.Tensor:
     return buffer[:, :cols]
 
 
-def has_tma(device: torch.device) -> bool:
-    """Whether ``device`` has the TMA copy engine (compute capability 9.0 or higher). Older
-    GPUs would run :func:`matmul_tma_kernel` with descriptors turned back into pointers by
-    Triton, a variant never measured; they keep :func:`matmul_kernel`. Under the
-    interpreter, True: its descriptors are tested there like any other code (the tests
-    also run the pointer kernel there, by turning this off)."""
-    if interpreting():
-        return True
-    return compute_capability(device)[0] >= 9
-
-
-def compute_capability(device: torch.device) -> tuple[int, int]:
-    """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
-    needs it on every call, and torch's query took 3-6 us of an H100 host's time."""
-    return _capability_of(device.index if device.index is not None
-                          else torch.cuda.current_device())
-
-
-@functools.cache
-def _capability_of(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-def multiprocessors(device: torch.device) -> int:
-    """The GPU's number of SMs, asked of torch once per GPU (as :func:`compute_capability`)."""
-    return _multiprocessors_of(device.index if device.index is not None
-                               else torch.cuda.current_device())
-
-
-@functools.cache
-def _multiprocessors_of(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def descriptor(x: torch.Tensor) -> TensorDescriptor:
     """A tensor descriptor over ``x`` (over ``x.t()`` if x is stored column by column), with
     a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
     if stored_by_columns(x):
         x = x.t()
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
+    # kernel_inputs has checked that TMA can read x (descriptor_ready).
+    return unchecked_descriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:
@@ -612,7 +619,7 @@ def alignment(*values: int) -> int:
 # copying was 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387. The copies of
 # the descriptor path won in GPU time at every size measured, down to 127 x 129 x 131, but
 # each is one more launch for the host, whose time decides at these sizes; so the threshold
-# stayed. benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md (twelfth session).
+# stayed (H100, GPU time with the copies, cold L2, COPY_MIN_FLOPS set to 0 and to infinity).
 COPY_MIN_FLOPS = 2**26
 
 
@@ -667,14 +674,7 @@ def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torc
     return a, b
 
 
-@torch.library.custom_op("triton_guide::matmul", mutates_args=())
-def _matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return matmul(a, b)
-
-
-@_matmul_op.register_fake
-def _(a, b):
+def _fake(a, b):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
 
 
@@ -683,13 +683,22 @@ def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _matmul_grad(ctx, grad_c):
+def _grad(ctx, grad_c):
     # c = a @ b, so dL/da = dL/dc @ b^T and dL/db = a^T @ dL/dc: two more matmuls, with
-    # transposed views (no copies). They go through the operator, so they differentiate too.
+    # transposed views (no copies). They go through the op again, so they differentiate too.
     a, b = ctx.saved_tensors
-    grad_a = _matmul_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = _matmul_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    grad_a = _matmul(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = _matmul(a.t(), grad_c) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b
 
 
-_matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)
+# Autograd and torch.compile: see triton_guide.library.
+_matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)
+
+
+def _example(device):
+    return (torch.randn(21, 16, device=device), torch.randn(16, 9, device=device)), {}
+
+
+register("matmul", matmul, matmul_reference, example=_example, differentiable=True,
+         compile_safe=True)

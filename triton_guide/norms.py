@@ -15,12 +15,16 @@ up. No atomics, no locks, and the same result on every run.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import triton
 import triton.language as tl
 
+from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
+from .library import Operator
+from .registry import register
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor
 
@@ -150,25 +154,17 @@ def sum_partials_kernel(
     tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _num_warps(block_size: int) -> int:
-    if block_size >= 16384:
-        return 16
-    if block_size >= 2048:
-        return 8
-    return 4
-
-
-def default_num_partials(num_rows: int) -> int:
+def default_num_partials(num_rows: int, device: torch.device | None = None) -> int:
     """How many programs the backward splits the rows among (= rows of partial sums).
 
-    On a GPU, two per streaming multiprocessor: enough to keep every SM busy, few enough
-    that the partial sums stay small next to ``x``. Under the interpreter, 4, so that the
-    tests see programs with several rows each.
+    On a GPU, two per streaming multiprocessor of ``device`` (the current GPU by default):
+    enough to keep every SM busy, few enough that the partial sums stay small next to
+    ``x``. Under the interpreter, 4, so that the tests see programs with several rows each.
     """
     if interpreting():
         wanted = 4
     else:
-        wanted = 2 * torch.cuda.get_device_properties(0).multi_processor_count
+        wanted = 2 * multiprocessors(device)
     return max(1, min(num_rows, wanted))
 
 
@@ -187,7 +183,7 @@ def norm_forward(
         x_rows, y, weight, weight if bias is None else bias, mean, rstd,
         x_rows.stride(0), y.stride(0), num_cols, eps,
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=bias is not None, BLOCK_SIZE=block,
-        num_warps=_num_warps(block),
+        num_warps=num_warps_for(block, most=16),
     )
     return y, mean, rstd
 
@@ -200,7 +196,7 @@ def norm_backward(
     num_rows, num_cols = x_rows.shape
     grad_y = grad_y.contiguous().view(num_rows, num_cols)
     if num_partials is None:
-        num_partials = default_num_partials(num_rows)
+        num_partials = default_num_partials(num_rows, x_rows.device)
     rows_per_program = cdiv(num_rows, num_partials)
     grad_x = torch.empty((num_rows, num_cols), dtype=x_rows.dtype, device=x_rows.device)
     partial_shape = (num_partials, num_cols)
@@ -213,7 +209,7 @@ def norm_backward(
         x_rows.stride(0), grad_y.stride(0), grad_x.stride(0),
         num_rows, num_cols, rows_per_program,
         SUBTRACT_MEAN=subtract_mean, HAS_BIAS=has_bias, BLOCK_SIZE=block,
-        num_warps=_num_warps(block),
+        num_warps=num_warps_for(block, most=16),
     )
     sum_grid = (cdiv(num_cols, PARTIAL_SUM_BLOCK),)
     grad_weight = torch.empty_like(weight)
@@ -227,23 +223,54 @@ def norm_backward(
     return grad_x, grad_weight, grad_bias
 
 
-class _Norm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps, subtract_mean):
-        x_rows = x.view(-1, x.shape[-1])
-        y, mean, rstd = norm_forward(x_rows, weight, bias, eps, subtract_mean)
-        ctx.save_for_backward(x_rows, weight, mean, rstd)
-        ctx.has_bias = bias is not None
-        ctx.subtract_mean = subtract_mean
-        return y.view(x.shape)
+def _norm_operators(name: str, subtract_mean: bool) -> Operator:
+    """The forward Operator of ``layer_norm`` (``subtract_mean``) or ``rms_norm``, with its
+    backward Operator (see triton_guide.library)."""
 
-    @staticmethod
-    def backward(ctx, grad_y):
-        x_rows, weight, mean, rstd = ctx.saved_tensors
+    def launch(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+               eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y, mean, rstd = norm_forward(x.view(-1, x.shape[-1]), weight, bias, eps, subtract_mean)
+        return y.view(x.shape), mean, rstd
+
+    def fake(x, weight, bias, eps):
+        rows = x.numel() // x.shape[-1]
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        mean = torch.empty(rows if subtract_mean else 1, dtype=torch.float32, device=x.device)
+        return y, mean, torch.empty(rows, dtype=torch.float32, device=x.device)
+
+    def launch_backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                        mean: torch.Tensor, rstd: torch.Tensor, has_bias: bool,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         grad_x, grad_weight, grad_bias = norm_backward(
-            grad_y, x_rows, weight, mean, rstd, ctx.has_bias, ctx.subtract_mean,
-        )
-        return grad_x.view(grad_y.shape), grad_weight, grad_bias, None, None
+            grad_y, x.view(-1, x.shape[-1]), weight, mean, rstd, has_bias, subtract_mean)
+        # An operator returns tensors only: no bias, an empty one in its place.
+        if grad_bias is None:
+            grad_bias = grad_weight.new_empty(0)
+        return grad_x.view(x.shape), grad_weight, grad_bias
+
+    def fake_backward(grad_y, x, weight, mean, rstd, has_bias):
+        return (torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight),
+                torch.empty_like(weight) if has_bias else weight.new_empty(0))
+
+    def save(ctx, inputs, output):
+        x, weight, bias, eps = inputs
+        _, mean, rstd = output
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.mark_non_differentiable(mean, rstd)
+
+    def grad(ctx, grad_y, grad_mean, grad_rstd):
+        x, weight, mean, rstd = ctx.saved_tensors
+        grad_x, grad_weight, grad_bias = backward(grad_y, x, weight, mean, rstd, ctx.has_bias)
+        return grad_x, grad_weight, grad_bias if ctx.has_bias else None, None
+
+    backward = Operator(f"{name}_backward", launch_backward, fake=fake_backward,
+                        refuse_name=name)
+    return Operator(name, launch, fake=fake, backward=grad, setup_context=save)
+
+
+_layer_norm = _norm_operators("layer_norm", subtract_mean=True)
+_rms_norm = _norm_operators("rms_norm", subtract_mean=False)
 
 
 def _check_inputs(x, weight, bias, eps):
@@ -302,7 +329,7 @@ def layer_norm(
     :data:`MAX_BLOCK` elements.
     """
     x, weight, bias = _check_inputs(x, weight, bias, eps)
-    return _Norm.apply(x, weight, bias, float(eps), True)
+    return _layer_norm(x, weight, bias, float(eps))[0]
 
 
 def rms_norm(
@@ -317,4 +344,19 @@ def rms_norm(
     if eps is None and isinstance(x, torch.Tensor) and x.is_floating_point():
         eps = torch.finfo(x.dtype).eps
     x, weight, _ = _check_inputs(x, weight, None, eps)
-    return _Norm.apply(x, weight, None, float(eps), False)
+    return _rms_norm(x, weight, None, float(eps))[0]
+
+
+def _example_layer_norm(device):
+    return (torch.randn(3, 5, 40, device=device), torch.randn(40, device=device),
+            torch.randn(40, device=device)), {}
+
+
+def _example_rms_norm(device):
+    return (torch.randn(3, 5, 40, device=device), torch.randn(40, device=device)), {}
+
+
+register("layer_norm", layer_norm, layer_norm_reference, example=_example_layer_norm,
+         differentiable=True, compile_safe=True)
+register("rms_norm", rms_norm, rms_norm_reference, example=_example_rms_norm,
+         differentiable=True, compile_safe=True)

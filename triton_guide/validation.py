@@ -30,6 +30,15 @@ def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
+# Looked up once: check_tensor runs for every tensor argument of every call, and on a GPU
+# host each attribute lookup through the torch namespace costs a fraction of a microsecond.
+_is_compiling = torch.compiler.is_compiling
+_is_batched = torch._C._functorch.is_batchedtensor
+_STRIDED = torch.strided
+_ON_GPU = not interpreting()
+_current_cuda_device = torch._C._cuda_getDevice if _ON_GPU else None
+
+
 def check_tensor(
     name: str,
     value: object,
@@ -48,8 +57,8 @@ def check_tensor(
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     # Under torch.compile the tensors are stand-ins without these properties (and Dynamo
     # cannot trace the queries); the compiled graph resolves neg and conj bits itself.
-    if not torch.compiler.is_compiling():
-        if torch._C._functorch.is_batchedtensor(value):
+    if not _is_compiling():
+        if _is_batched(value):
             raise TypeError(
                 f"{name} is a batched tensor from torch.func.vmap, which the Triton kernels "
                 f"cannot read: call the op outside vmap on the whole batch (ops that take "
@@ -58,10 +67,11 @@ def check_tensor(
         if value.is_neg() or value.is_conj():
             value = value.resolve_neg().resolve_conj()
         index = value.get_device()  # -1 on the CPU
-        if index >= 0 and index != torch.cuda.current_device():
+        if index >= 0 and _ON_GPU and index != _current_cuda_device():
+            current = _current_cuda_device()
             raise ValueError(
                 f"{name} is on {value.device}, but kernels launch on the current device, "
-                f"cuda:{torch.cuda.current_device()}: call the op inside "
+                f"cuda:{current}: call the op inside "
                 f"`with torch.cuda.device({name}.device):`, or torch.cuda.set_device first"
             )
     if value.is_nested:
@@ -69,28 +79,29 @@ def check_tensor(
             f"{name} is a nested tensor, which has no single strided layout for a kernel to "
             f"read: pass {name}.to_padded_tensor(0.0), or call the op once per component"
         )
-    if value.layout != torch.strided:
+    if value.layout is not _STRIDED:
         raise TypeError(
             f"{name} has layout {value.layout}; the kernels read dense strided memory: "
             f"pass {name}.to_dense()"
         )
-    expected_device = device()
-    device_type = value.device.type
-    if device_type == "meta":
-        raise ValueError(
-            f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
-            f"read it; create it with data on {expected_device.type} instead "
-            f"(for example torch.randn(..., device='{expected_device.type}'))"
-        )
-    if device_type != expected_device.type:
-        mode = "the Triton interpreter" if interpreting() else "the GPU"
+    if value.is_cuda if _ON_GPU else value.is_cpu:
+        pass  # the device the kernels run on
+    else:
+        expected_device = device()
+        if value.is_meta:
+            raise ValueError(
+                f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
+                f"read it; create it with data on {expected_device.type} instead "
+                f"(for example torch.randn(..., device='{expected_device.type}'))"
+            )
+        mode = "the GPU" if _ON_GPU else "the Triton interpreter"
         raise ValueError(
             f"{name} is on {value.device}, but kernels run on {mode} here: "
             f"move it with {name}.to('{expected_device.type}')"
         )
     if value.dtype not in dtypes:
         raise TypeError(f"{name} has dtype {value.dtype}; expected one of: {_dtype_names(dtypes)}")
-    if interpreting() and value.dtype == torch.bfloat16:
+    if not _ON_GPU and value.dtype == torch.bfloat16:
         raise TypeError(
             f"{name} is bfloat16, which the Triton interpreter cannot compute with "
             "(numpy has no bfloat16); use float16 or float32, or run on a GPU"

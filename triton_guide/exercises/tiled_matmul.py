@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..testing import tolerance as dtype_tolerance
-from .checker import Case, Mistake, Output, largest, randn, size_between, strided
+from .cases import Case, Mistake, Output, largest, randn, size_between, strided
 
 # The statement asks for a 2-D grid of tiles (checked on every launch).
 GRID_DIMS = 2
