@@ -213,8 +213,9 @@ def qkv(batch, heads, kv_heads, num_queries, num_keys, head_dim, device, dtype=t
     return q, k, v
 
 
-# (num_queries, num_keys): odd lengths both ways, one query (decode), one key.
-LENGTHS = [(37, 53), (53, 37), (1, 45), (5, 70), (17, 1), (33, 33)]
+# (num_queries, num_keys): odd lengths both ways, one query (decode), one key (equal
+# lengths: SHAPES above).
+LENGTHS = [(37, 53), (53, 37), (1, 45), (5, 70), (17, 1)]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -323,7 +324,7 @@ def test_rejects_non_bool_return_lse(device):
 # sm_scale 1e-50 is 0 in float32 (every score 0: the mean of the visible values), 1e20 makes
 # the softmax one-hot; both must match float64, on the main path and the decode path, with
 # masked keys in play (odd lengths, causal).
-EXTREME_SCALES = [1e-50, 1e-30, 1e-6, 1e3, 1e20, 1e30, 1e38]
+EXTREME_SCALES = [1e-50, 1e-6, 1e3, 1e20, 1e38]
 
 
 # Scores times 1e38 overflow to -inf on the way to exp2 (numpy warns under the interpreter).
