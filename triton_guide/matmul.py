@@ -1,7 +1,9 @@
 """Matrix multiplication ``a @ b``: tiles, ``tl.dot``, a loop over K, grouped program order.
 
 Each program computes one ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of the output, walking along
-K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are numbered so
+K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32 (float32 operands are
+multiplied with the precision PyTorch's float32 matmul setting asks for:
+:mod:`triton_guide.precision`). Programs are numbered so
 that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``,
 except where the largest tiles would leave a nearly empty last wave of programs: those rows
@@ -24,6 +26,7 @@ from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocesso
                        shared_memory_per_block)
 from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
+from .precision import dot_input_precision
 from .registry import register
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
@@ -183,7 +186,8 @@ def tile_pointers(
 
 # The layout is in the key: each layout compiles to its own kernel, tuned on its own.
 @triton.autotune(configs=matmul_configs(),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN",
+                      "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -203,6 +207,7 @@ def matmul_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
+    INPUT_PRECISION: tl.constexpr = "tf32",  # tl.dot's for float32 (triton_guide.precision)
 ):
     # The launcher proved the length of a's rows (K) a multiple of A_ALIGN, and so on:
     # see A_ALIGN, B_ALIGN and C_ALIGN. Written like this, the compiler can see it too
@@ -245,7 +250,7 @@ def matmul_kernel(
         k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
         a_ptrs += step_ak
         b_ptrs += step_bk
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
@@ -290,7 +295,7 @@ def descriptor_tile(desc, row, col, COLUMNS: tl.constexpr):
 
 
 @triton.autotune(configs=matmul_configs(pre_hook=_set_tile_shapes),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_tma_kernel(
@@ -306,6 +311,7 @@ def matmul_tma_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1 (only c's are computed)
+    INPUT_PRECISION: tl.constexpr = "tf32",  # as in matmul_kernel
 ):
     # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches
     # whole tiles into shared memory, and returns zeros past every edge of a and b, so there
@@ -318,7 +324,7 @@ def matmul_tma_kernel(
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         a = descriptor_tile(a_desc, pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K, A_COLUMNS)
         b = descriptor_tile(b_desc, k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N, B_COLUMNS)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
@@ -342,8 +348,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
 
     Inputs may have any strides (a transposed view works as is). The result has the inputs'
-    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
-    tensor cores as tf32, Triton's default for ``tl.dot``.
+    dtype; products are accumulated in float32. float32 inputs are multiplied as PyTorch's
+    own float32 matmul is told to: under ``torch.get_float32_matmul_precision()`` "highest"
+    (PyTorch's default) to about float32's accuracy, through three TF32 tensor-core products
+    per tile (``tl.dot``'s ``input_precision="tf32x3"``); under "high" or "medium" through
+    one, as TF32 (10 fraction bits), which is faster. Each setting compiles and tunes its
+    own kernel (see :mod:`triton_guide.precision`).
     """
     a, b = check_pair(a, b)
     return _matmul(a, b)
@@ -353,7 +363,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # Every decision below (which kernel, copies, the split, c's width) follows from what
     # the key holds; a loop that multiplies matrices of one layout makes them once.
     key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
-           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS)
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS,
+           dot_input_precision(a.dtype))  # PyTorch's float32 setting may change any time
     plan = _plans.get(key)
     if plan is None:
         if len(_plans) >= MAX_PLANS:
@@ -383,7 +394,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor):
     constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
                      C_ALIGN=alignment(width),
                      INT64_OFFSETS=needs_int64_offsets(
-                         a, b, largest_index=farthest_offset(a) + M * width))
+                         a, b, largest_index=farthest_offset(a) + M * width),
+                     INPUT_PRECISION=dot_input_precision(dtype))
 
     def grid(meta):
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
@@ -456,7 +468,8 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
 
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
-                  INT64_OFFSETS=needs_int64_offsets(a, b, c))
+                  INT64_OFFSETS=needs_int64_offsets(a, b, c),
+                  INPUT_PRECISION=dot_input_precision(a.dtype))
     if descriptors:
         if split:
             _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
