@@ -331,7 +331,7 @@ def cross_entropy(
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not isinstance(inplace_grad, bool):
         raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
-    block_size = check_block_size("block_size", block_size)
+    block_size = check_block_size("block_size", block_size, num_warps=_num_warps)
     # On the CPU (the interpreter) a bad target is found here; on a GPU that would make the
     # host wait for the GPU on every call, so there the kernels turn it into a nan loss.
     if not target.is_cuda:

@@ -215,7 +215,8 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     if block_size is not None and method != "online":
         raise ValueError("block_size applies to method='online' only")
     if method == "online":
-        block_size = ONLINE_BLOCK if block_size is None else check_block_size("block_size", block_size)
+        block_size = (ONLINE_BLOCK if block_size is None
+                      else check_block_size("block_size", block_size, num_warps=_num_warps))
     else:
         block_size = one_pass_block
     return _softmax(x, method, block_size)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -156,8 +156,51 @@ def check_int(name: str, value: object, *, expected: str = "an int") -> int:
     return int(value)
 
 
-def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
-    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``.
+# Threads per warp on NVIDIA GPUs.
+THREADS_PER_WARP = 32
+# Triton's number of warps for a launch that does not name one.
+DEFAULT_NUM_WARPS = 4
+# The most elements of a block each thread may hold. A block of B elements launched with W
+# warps gives each of its 32 * W threads B / (32 * W) elements of every block tensor the
+# kernel computes, all meant for registers (at most 255 per thread): past that the
+# compiler spills to local memory, and its own work grows with the code, which is unrolled
+# once per element. Measured with vector_add_kernel (float32, 4 warps) compiled for an
+# H100 (sm_90) by triton 3.9 on a CPU: 64 elements per thread took 158 registers, 128 took
+# 254 (the last without spills), 256 spilled 616 bytes per thread and compiled in 1.4 s,
+# 512 spilled 5.8 KB in 4.9 s, 1024 took 28 s and 2048 51 s; 8192 (block_size=2**20) was
+# still compiling after 180 s on an H100 (triton 3.6). Each doubling past 256 multiplies
+# the compile time by 2 to 6. The cap is 256: one doubling past the registers, so a page
+# can still show what spilling costs, while every accepted size compiles in seconds
+# (benchmarks/gpu_check_caps.py measures it on a GPU).
+MAX_ELEMENTS_PER_THREAD = 256
+
+
+def max_block_size(num_warps: int) -> int:
+    """The largest block :func:`check_elements_per_thread` accepts with ``num_warps`` warps."""
+    return min(MAX_BLOCK_ELEMENTS, MAX_ELEMENTS_PER_THREAD * THREADS_PER_WARP * num_warps)
+
+
+def check_elements_per_thread(name: str, elements: int, num_warps: int, fix: str) -> None:
+    """Refuse a block of ``elements`` (named ``name``) that gives each thread of ``num_warps``
+    warps more than ``MAX_ELEMENTS_PER_THREAD`` elements; ``fix`` says what to pass instead."""
+    per_thread = elements // (THREADS_PER_WARP * num_warps)
+    if per_thread > MAX_ELEMENTS_PER_THREAD:
+        raise ValueError(
+            f"{name} is {elements}: launched with {num_warps} warps of {THREADS_PER_WARP} "
+            f"threads, that is {per_thread} elements per thread, more than the "
+            f"{MAX_ELEMENTS_PER_THREAD} per thread that compile in bounded time (past that, "
+            f"registers run out and compilation takes minutes); {fix}"
+        )
+
+
+def check_block_size(
+    name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS,
+    num_warps: int | Callable[[int], int] = DEFAULT_NUM_WARPS,
+) -> int:
+    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``
+    and that compiles in bounded time: see :func:`check_elements_per_thread`, for a block
+    launched with ``num_warps`` warps (or ``num_warps(value)``, for launchers whose warps
+    follow the block size).
 
     Accepts Python and numpy integers (not bools); returns the value as a Python int.
     """
@@ -172,6 +215,8 @@ def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELE
             f"{name} is {value}, but a Triton block holds at most {max_value} elements; "
             f"pass {name}={max_value} or less"
         )
+    warps = num_warps(value) if callable(num_warps) else num_warps
+    check_elements_per_thread(name, value, warps, f"pass {name}={max_block_size(warps)} or less")
     return value
 
 
