@@ -195,12 +195,14 @@ BAD_TUNING = {
     ),
     "softmax_online_block_2**20": (  # 32 warps for blocks this wide
         lambda x: softmax(x.view(3, 11), method="online", block_size=2**20), ValueError,
-        "block_size is 1048576: launched with 32 warps.*pass block_size=262144 or less",
+        "block_size is 1048576: launched with 32 warps.*more than the 128 .*"
+        "pass block_size=131072 or less",
     ),
-    "cross_entropy_block_2**17": (  # 8 warps for blocks this wide
+    "cross_entropy_block_2**16": (  # 8 warps for blocks this wide
         lambda x: cross_entropy(x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device),
-                                block_size=2**17), ValueError,
-        "block_size is 131072: launched with 8 warps.*pass block_size=65536 or less",
+                                block_size=2**16), ValueError,
+        "block_size is 65536: launched with 8 warps.*more than the 128 .*"
+        "pass block_size=32768 or less",
     ),
     "transpose_tile_256x256": (
         lambda x: transpose(x.view(3, 11), block_rows=256, block_cols=256), ValueError,
@@ -241,24 +243,30 @@ def test_numpy_integer_block_sizes_are_accepted(call, reference, device, check):
         (lambda x: vector_add(x, x, block_size=32768), lambda x: x + x),
         # the performance page's widest block on one warp: 256 elements per thread
         (lambda x: copy(x, block_size=8192, num_warps=1), lambda x: x),
-        (lambda x: softmax(x.view(3, 11), method="online", block_size=2**18),
+        (lambda x: softmax(x.view(3, 11), method="online", block_size=2**17),
          lambda x: torch.softmax(x.view(3, 11), -1)),
+        (lambda x: cross_entropy(x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device),
+                                 block_size=2**15),
+         lambda x: torch.nn.functional.cross_entropy(
+             x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device))),
     ],
-    ids=["vector_add_32768", "copy_8192_one_warp", "softmax_online_2**18"],
+    ids=["vector_add_32768", "copy_8192_one_warp", "softmax_online_2**17", "cross_entropy_2**15"],
 )
 def test_block_sizes_at_the_cap_are_accepted(call, reference, device, check):
     x = torch.randn(33, device=device)
     check("largest block", call(x), reference(x.double()), rtol=tolerance(torch.float32))
 
 
+@pytest.mark.parametrize("per_thread", [128, 256])
 @pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
-def test_the_block_size_cap_follows_the_warps(num_warps):
-    largest = max_block_size(num_warps)
-    assert largest == min(2**20, 256 * 32 * num_warps)
-    assert check_block_size("block_size", largest, num_warps=num_warps) == largest
+def test_the_block_size_cap_follows_the_warps(num_warps, per_thread):
+    largest = max_block_size(num_warps, per_thread)
+    assert largest == min(2**20, per_thread * 32 * num_warps)
+    check = dict(num_warps=num_warps, per_thread=per_thread)
+    assert check_block_size("block_size", largest, **check) == largest
     if largest < 2**20:
         with pytest.raises(ValueError, match=f"pass block_size={largest} or less"):
-            check_block_size("block_size", 2 * largest, num_warps=num_warps)
+            check_block_size("block_size", 2 * largest, **check)
 
 
 def test_attention_accepts_numpy_bool_and_numpy_float(device, check):

@@ -22,7 +22,12 @@ from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .registry import register
 from .runtime import interpreting
-from .validation import check_block_size, check_tensor, needs_int64_offsets
+from .validation import (
+    MAX_ELEMENTS_PER_THREAD_EXP,
+    check_block_size,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
@@ -201,6 +206,11 @@ def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
     )
 
 
+def _warps_for_block(block: int) -> int:
+    """The warps a block of ``block`` classes launches with."""
+    return num_warps_for(block, most=8)
+
+
 def cross_entropy_forward(
     logits: torch.Tensor, target: torch.Tensor, ignore_index: int, label_smoothing: float,
     reduction: str, compute_grad: bool, inplace_grad: bool, block_size: int,
@@ -222,7 +232,7 @@ def cross_entropy_forward(
         logits, logits.stride(0), target, losses, grad,
         grad.stride(0) if compute_grad else 0,
         num_classes, ignore_index, label_smoothing, scale,
-        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=num_warps_for(block, most=8),
+        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_warps_for_block(block),
     )
     # Each row's loss carries the mean's scale already (nan for a mean over no rows, as
     # torch gives), so every reduction but "none" is a sum.
@@ -331,7 +341,8 @@ def cross_entropy(
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not isinstance(inplace_grad, bool):
         raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
-    block_size = check_block_size("block_size", block_size, num_warps=_num_warps)
+    block_size = check_block_size("block_size", block_size, num_warps=_warps_for_block,
+                                  per_thread=MAX_ELEMENTS_PER_THREAD_EXP)
     # On the CPU (the interpreter) a bad target is found here; on a GPU that would make the
     # host wait for the GPU on every call, so there the kernels turn it into a nan loss.
     if not target.is_cuda:
