@@ -41,7 +41,7 @@ from triton_guide.vector_add import vector_add, vector_add_kernel
 
 case, block, bypass = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if bypass:  # past the cap: let the launcher through to measure what the cap refuses
-    validation.MAX_ELEMENTS_PER_THREAD = 2**30
+    validation.check_elements_per_thread = lambda *args, **kwargs: None
 x = torch.randn(100_003, device="cuda")
 rows = torch.randn(64, 1001, device="cuda")
 # as many classes as the block, so cross_entropy launches the block it is given
