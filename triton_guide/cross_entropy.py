@@ -31,6 +31,9 @@ from .validation import (
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
+# Integer dtypes of class indices: torch's cross_entropy takes int64 and uint8; int32,
+# int16 and int8, which other libraries' tests pass (Liger-Kernel's, LeetGPU's), too.
+TARGET_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -305,7 +308,9 @@ def cross_entropy(
     Matches ``torch.nn.functional.cross_entropy`` for 2-D logits: rows whose target equals
     ``ignore_index`` contribute neither loss nor gradient, ``label_smoothing`` mixes the
     one-hot target with the uniform distribution, and ``reduction`` is ``"mean"`` (over
-    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``.
+    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``. ``target`` holds
+    one class index per row, of any of :data:`TARGET_DTYPES` (int64, int32, int16, int8 or
+    uint8), compared with ``ignore_index`` by value.
 
     When ``logits`` requires a gradient, the forward also computes it (one more pass over
     the logits) into a new ``rows x classes`` buffer that lives until the backward.
@@ -320,7 +325,11 @@ def cross_entropy(
     loss comes out nan (every row's, whatever the reduction) and so does that row's gradient.
     """
     logits = check_tensor("logits", logits, ndim=2)
-    target = check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
+    target = check_tensor("target", target, dtypes=TARGET_DTYPES, ndim=1)
+    # As int64, the kernel's and the checks' type: a narrower target compared with a
+    # negative ignore_index (or a class past its range) would wrap round in its own dtype.
+    # The copy is one integer per row, next to a row of logits.
+    target = target.long()
     if logits.stride(1) != 1:
         raise ValueError(
             f"logits must have stride 1 along the classes, got strides {logits.stride()}; "
