@@ -7,7 +7,8 @@ import pytest
 import torch
 from triton.runtime import interpreter
 
-from triton_guide import matmul, runtime
+from triton_guide import attention_reference, matmul, runtime
+from triton_guide.attention_steps import attention_online, attention_two_pass
 from triton_guide.matmul_steps import matmul_grouped, matmul_pointer_loads, matmul_row_major
 from triton_guide.precision import dot_input_precision, float32_matmul_precision
 from triton_guide.testing import relative_error, tolerance
@@ -19,6 +20,8 @@ OPS = {
     "matmul_row_major": matmul_row_major,
     "matmul_grouped": matmul_grouped,
 }
+# The attention steps' dots, on q, k, v of one shape (batch, heads, seq, head_dim).
+ATTENTION_STEPS = {"attention_two_pass": attention_two_pass, "attention_online": attention_online}
 # The module whose launches each op makes.
 LAUNCHED_FROM = {"matmul": "triton_guide.matmul", "matmul_pointer_loads": "triton_guide.matmul",
                  "matmul_row_major": "triton_guide.matmul_steps",
@@ -117,6 +120,41 @@ def test_the_setting_reaches_tl_dot(op, setting, precision, monkeypatch):
     monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
     OPS[op](torch.randn(33, 40), torch.randn(40, 17))
     assert seen == {SETTINGS[setting]}
+
+
+@pytest.mark.skipif(not runtime.interpreting(),
+                    reason="reads tl.dot's argument in the interpreter's builder; on a GPU "
+                           "test_attention_steps_accuracy_follows_the_setting shows it arrived")
+@pytest.mark.parametrize("step", list(ATTENTION_STEPS))
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_the_setting_reaches_the_attention_steps_dots(step, setting, precision, monkeypatch):
+    precision(setting)
+    seen = []
+    real = interpreter.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        seen.append(input_precision.name.lower())
+        return real(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
+    q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))
+    ATTENTION_STEPS[step](q, k, v)
+    assert seen and set(seen) == {SETTINGS[setting]}  # q @ k^T and probabilities @ v
+
+
+@pytest.mark.parametrize("step", list(ATTENTION_STEPS))
+@pytest.mark.parametrize("setting", ["highest", "high"])
+def test_attention_steps_accuracy_follows_the_setting(step, setting, precision, device, check):
+    precision(setting)
+    shape = runtime.pick(interpreter=(1, 2, 40, 32), gpu=(2, 4, 1000, 64))
+    q, k, v = (torch.randn(shape, device=device) for _ in range(3))
+    out = ATTENTION_STEPS[step](q, k, v)
+    expected = attention_reference(q.double(), k.double(), v.double())
+    error = check(step, out, expected, rtol=tolerance(torch.float32, tensor_cores=True))
+    if setting == "highest" or runtime.interpreting():
+        assert error < 1e-5
+    else:
+        assert error > 1e-4  # TF32 really ran
 
 
 @pytest.mark.parametrize("op", list(OPS))
