@@ -7,18 +7,18 @@ through their ``input_precision``, which Triton 3.6 accepts for NVIDIA GPUs as "
 "tf32x3", "ieee", "bf16x3" or "bf16x6" (the interpreter: "tf32", "tf32x3", "ieee"):
 
 * "tf32": one tensor-core product on operands cut to TF32 (10 of float32's 23 fraction
-  bits). The fastest; a relative error of about 1e-3 per product.
+  bits, up to about 5e-4 relative each). The fastest.
 * "tf32x3": each operand split into a TF32 part and a TF32 remainder, and three
   tensor-core products summed (big x big, big x small, small x big); only small x small,
   about 2^-22 of the product, is left out. Close to float32's accuracy, for about three
   times the tensor-core work of "tf32".
-* "ieee": no tensor cores: fused multiply-adds on the CUDA cores, float32 exactly, and on
-  a Hopper GPU a small fraction of the tensor cores' rate.
-* "bf16x3" / "bf16x6": bfloat16 splits in three or six products (about 16 bits, or full
-  float32, on bfloat16 tensor cores).
+* "ieee": no tensor cores: fused multiply-adds on the CUDA cores, float32 exactly, whose
+  peak on an H100 SXM is 67 TFLOP/s against TF32 tensor cores' 495 (NVIDIA's figures).
+* "bf16x3" / "bf16x6": bfloat16 splits in three or six products (about 16 bits, or about
+  float32's, on bfloat16 tensor cores).
 
-"highest" takes "tf32x3": float32's accuracy at tensor-core speed (``ieee`` gives the same
-digits far slower). "high" takes "tf32", as PyTorch's own CUDA matmul does. "medium"
+"highest" takes "tf32x3": about float32's accuracy at tensor-core speed ("ieee" keeps the
+last two or so bits too, at a fraction of the speed). "high" takes "tf32", as PyTorch's own CUDA matmul does. "medium"
 allows bfloat16, but Triton has no one-product bfloat16 mode for float32 operands, and
 every split mode costs more than "tf32", so it takes "tf32" too (PyTorch's CUDA matmul also
 runs "medium" as TF32). Each value is a ``tl.constexpr`` of the kernels that use it, so each
