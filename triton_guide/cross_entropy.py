@@ -329,7 +329,8 @@ def cross_entropy(
     # As int64, the kernel's and the checks' type: a narrower target compared with a
     # negative ignore_index (or a class past its range) would wrap round in its own dtype.
     # The copy is one integer per row, next to a row of logits.
-    target = target.long()
+    if target.dtype != torch.int64:
+        target = target.long()
     if logits.stride(1) != 1:
         raise ValueError(
             f"logits must have stride 1 along the classes, got strides {logits.stride()}; "
