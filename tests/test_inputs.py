@@ -178,7 +178,7 @@ BAD_TUNING = {
     ),
     "copy_block_16384_one_warp": (
         lambda x: copy(x, block_size=16384, num_warps=1), ValueError,
-        "block_size is 16384: launched with 1 warps .* 512 elements per thread.*"
+        "block_size is 16384: launched with 1 warp of 32 threads, that is 512 elements per thread.*"
         "pass block_size=8192 or less",
     ),
     "copy_matrix_block_2**16": (

@@ -193,10 +193,10 @@ def check_elements_per_thread(name: str, elements: int, num_warps: int, fix: str
     held = elements // (THREADS_PER_WARP * num_warps)
     if held > per_thread:
         raise ValueError(
-            f"{name} is {elements}: launched with {num_warps} warps of {THREADS_PER_WARP} "
-            f"threads, that is {held} elements per thread, more than the {per_thread} per "
-            f"thread that this kernel compiles in bounded time (past that, registers run out "
-            f"and compilation takes minutes); {fix}"
+            f"{name} is {elements}: launched with {num_warps} warp{'s' * (num_warps != 1)} of "
+            f"{THREADS_PER_WARP} threads, that is {held} elements per thread, more than the "
+            f"{per_thread} per thread that this kernel compiles in bounded time (past that, "
+            f"registers run out and compilation takes minutes); {fix}"
         )
 
 
