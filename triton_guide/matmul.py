@@ -56,6 +56,19 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 LARGE_TILE = 128 * 128
 
 
+# For float32 inputs only: three stages leave room in shared memory for what tl.dot's
+# "tf32x3" adds (each operand's TF32 parts), should four stages of the tile above overflow
+# it; 16-bit inputs keep the candidates they were tuned with (prune_configs drops it).
+FLOAT32_ONLY_TILE = (128, 128, 32, 8, 3, 4)
+
+
+def _tile_of(config: triton.Config) -> tuple[int, ...]:
+    """``config`` as the tuple :func:`_config` made it from."""
+    kwargs = config.kwargs
+    return (kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], kwargs["BLOCK_SIZE_K"],
+            kwargs["GROUP_SIZE_M"], config.num_stages, config.num_warps)
+
+
 def matmul_configs(pre_hook=None) -> list[triton.Config]:
     """The tile shapes the autotuner tries: several on a GPU, one under the interpreter;
     each with ``pre_hook`` (the descriptor kernel's, which sets the tile shapes)."""
@@ -70,6 +83,7 @@ def matmul_configs(pre_hook=None) -> list[triton.Config]:
         (128, 128, 64, 8, 4, 4),
         (128, 128, 64, 8, 5, 4),
         (128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
+        FLOAT32_ONLY_TILE,
         # smaller tiles with a longer K step, for products too small to fill the GPU with
         # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
         (64, 128, 128, 8, 3, 4),
@@ -101,6 +115,8 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     M, N = named_args["M"], named_args["N"]
     a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
     item_size = a.element_size()
+    if item_size != 4:
+        configs = [c for c in configs if _tile_of(c) != FLOAT32_ONLY_TILE]
 
     def staged_bytes(c):  # num_stages copies of an a tile and a b tile
         m, n, k = (c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
