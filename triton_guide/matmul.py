@@ -1,9 +1,7 @@
 """Matrix multiplication ``a @ b``: tiles, ``tl.dot``, a loop over K, grouped program order.
 
 Each program computes one ``BLOCK_SIZE_M x BLOCK_SIZE_N`` tile of the output, walking along
-K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32 (float32 operands are
-multiplied with the precision PyTorch's float32 matmul setting asks for:
-:mod:`triton_guide.precision`). Programs are numbered so
+K one ``BLOCK_SIZE_K`` slice at a time and accumulating in float32. Programs are numbered so
 that ``GROUP_SIZE_M`` consecutive ones share columns of ``b`` (and rows of ``a``) while those
 are still in the L2 cache. Tile sizes are chosen per problem shape by ``triton.autotune``,
 except where the largest tiles would leave a nearly empty last wave of programs: those rows
@@ -56,17 +54,14 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 LARGE_TILE = 128 * 128
 
 
-# For float32 inputs only: three stages leave room in shared memory for what tl.dot's
-# "tf32x3" adds (each operand's TF32 parts), should four stages of the tile above overflow
-# it; 16-bit inputs keep the candidates they were tuned with (prune_configs drops it).
+# float32 only (prune_configs drops it for 16-bit inputs): three stages leave shared memory
+# for what tl.dot's "tf32x3" adds (each operand's TF32 parts), should four overflow it.
 FLOAT32_ONLY_TILE = (128, 128, 32, 8, 3, 4)
 
 
-def _tile_of(config: triton.Config) -> tuple[int, ...]:
-    """``config`` as the tuple :func:`_config` made it from."""
-    kwargs = config.kwargs
-    return (kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], kwargs["BLOCK_SIZE_K"],
-            kwargs["GROUP_SIZE_M"], config.num_stages, config.num_warps)
+def _tile_of(c: triton.Config) -> tuple[int, ...]:  # the tuple _config made c from
+    return (*(c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK"), c.kwargs["GROUP_SIZE_M"],
+            c.num_stages, c.num_warps)
 
 
 def matmul_configs(pre_hook=None) -> list[triton.Config]:
@@ -364,12 +359,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
 
     Inputs may have any strides (a transposed view works as is). The result has the inputs'
-    dtype; products are accumulated in float32. float32 inputs are multiplied as PyTorch's
-    own float32 matmul is told to: under ``torch.get_float32_matmul_precision()`` "highest"
-    (PyTorch's default) to about float32's accuracy, through three TF32 tensor-core products
-    per tile (``tl.dot``'s ``input_precision="tf32x3"``); under "high" or "medium" through
-    one, as TF32 (10 fraction bits), which is faster. Each setting compiles and tunes its
-    own kernel (see :mod:`triton_guide.precision`).
+    dtype; products are accumulated in float32. float32 inputs follow PyTorch's float32
+    matmul setting (:mod:`triton_guide.precision`): under "highest", its default, about
+    float32's accuracy (``tl.dot`` as "tf32x3"); under "high" or "medium", TF32, faster.
     """
     a, b = check_pair(a, b)
     return _matmul(a, b)

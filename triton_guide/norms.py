@@ -100,7 +100,6 @@ def compensated_add(total, compensation, value, COMPENSATED: tl.constexpr):
     (sm_90, triton 3.9), 4096-wide rows take 179-190 registers per thread instead of
     144-149, with no spills either way and the same one program per SM; at 16384 (16
     warps, 128 registers at most) the spills grow from 344 to 1232 bytes per thread.
-    benchmarks/gpu_check_norms.py times the backward both ways.
     """
     if COMPENSATED:
         corrected = value - compensation

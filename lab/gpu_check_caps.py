@@ -1,6 +1,6 @@
 """How long block sizes take to compile natively, up to the cap the launchers enforce.
 
-    python benchmarks/gpu_check_caps.py results.json      (CUDA GPU, about 2 minutes)
+    python lab/gpu_check_caps.py results.json      (CUDA GPU, about 2 minutes)
 
 ``triton_guide.validation`` caps every block size at ``MAX_ELEMENTS_PER_THREAD`` elements per
 thread (block / (32 * num_warps); ``MAX_ELEMENTS_PER_THREAD_EXP`` for the online softmax and

@@ -1,6 +1,6 @@
 """What the norms' compensated (Kahan) gradient sums cost and buy, on a GPU.
 
-    python benchmarks/gpu_check_norms.py results.json      (CUDA GPU, about 1 minute)
+    python lab/gpu_check_norms.py results.json      (CUDA GPU, about 1 minute)
 
 For RMSNorm and LayerNorm with a bias, float32 and bfloat16, at 16384 rows x 4096, 65536 x
 1024 and 4096 x 16384: the backward (``norm_backward``: dx, dweight and
