@@ -1,7 +1,7 @@
 """Time every op against its PyTorch baseline over the shape sets of the performance goals;
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--only add softmax matmul attention decode host]
+    python benchmarks/report.py [--only add softmax matmul precision attention decode host]
                                 [--dtypes fp16 bf16]
                                 [--lengths 1024 ...] [--rounds 3] [--quick] [--save FILE]
     python benchmarks/report.py --merge FILE [FILE ...]
@@ -16,7 +16,9 @@ large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own
 the same way, since a smaller copy falls short of the 1 GiB copy's rate too. The first call
 of each matmul shape includes the autotuner's compilations and timings: its wall time is
 printed as ``tune``. Matmul runs a second time with b stored column by column
-(``x @ w.t()``), tallied apart. Needs a CUDA GPU.
+(``x @ w.t()``), tallied apart. ``precision``: one float32 product under PyTorch's float32
+matmul settings "highest" and "high", which ours follows (:mod:`triton_guide.precision`),
+ours and cuBLAS's rates and errors, printed apart from the tallies. Needs a CUDA GPU.
 
 Decode (few queries against a long KV cache, grouped heads) is set against SDPA with
 ``enable_gqa=True`` under the flash and cuDNN backends, in GB/s of the cache read; a backend
@@ -52,6 +54,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
+from triton_guide.precision import dot_input_precision, float32_matmul_precision  # noqa: E402
 from triton_guide.benchmark import (  # noqa: E402
     calls_on, cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, host_us,
     measure_ceiling, median_ms, queued_ms, tflop_per_s)
@@ -226,6 +229,40 @@ def matmul(shapes, dtypes, b_by_columns=False):
                 f"  | tune {tune:5.1f} s" + called)
             del pairs, a, b
             torch.cuda.empty_cache()
+
+
+# One large float32 product for the cost of each float32 matmul setting.
+PRECISION_SHAPE = (4096, 4096, 4096)
+
+
+def matmul_precision():
+    """PRECISION_SHAPE in float32 under "highest" and "high": ours and cuBLAS's TFLOP/s (GPU
+    time) and largest error against float64, |c - exact| / (|exact| + rms(exact)) (the
+    element rule of triton_guide.testing), over the whole product."""
+    m, n, k = PRECISION_SHAPE
+    pairs = cold_matmul_inputs(m, n, k, torch.float32)
+    a, b = pairs[0]
+    exact = a.double() @ b.double()
+    scale = exact.abs() + exact.pow(2).mean().sqrt()
+    flops = 2 * m * n * k
+    before = float32_matmul_precision()
+    try:
+        for setting in ("highest", "high"):
+            torch.set_float32_matmul_precision(setting)
+            tg.matmul(a, b)  # each setting compiles and autotunes its own kernel
+            ms = in_turns({"ours": lambda: gpu_ms(calls_on(tg.matmul, pairs)),
+                           "cuBLAS": lambda: gpu_ms(calls_on(torch.matmul, pairs))})
+            cells = []
+            for name, fn in (("ours", tg.matmul), ("cuBLAS", torch.matmul)):
+                error = ((fn(a, b).double() - exact).abs() / scale).max().item()
+                cells.append(f"{name} {tflop_per_s(flops, ms[name]):6.1f} TFLOP/s, "
+                             f"max error {error:.1e}")
+            print(f"matmul fp32 {m}x{n}x{k} {setting:<7} (tl.dot "
+                  f"{dot_input_precision(torch.float32):<6}) " + " | ".join(cells), flush=True)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    del pairs, a, b, exact, scale
+    torch.cuda.empty_cache()
 
 
 def sdpa(backend, causal):
@@ -454,7 +491,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="ops to run: add softmax matmul attention decode host "
+                        help="ops to run: add softmax matmul precision attention decode host "
                              "(default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
@@ -498,7 +535,8 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
     print(tg.runtime.describe(), flush=True)
-    only = set(args.only or ["add", "softmax", "matmul", "attention", "decode", "host"])
+    only = set(args.only or ["add", "softmax", "matmul", "precision", "attention", "decode",
+                             "host"])
     if "host" in only:
         host()
     roofs = ceilings()
@@ -512,6 +550,8 @@ def main():
         matmul(shapes, dtypes("fp16", "bf16"))
         shapes = MATMUL_COLUMN_SHAPES[::3] if args.quick else MATMUL_COLUMN_SHAPES
         matmul(shapes, dtypes("fp16", "bf16"), b_by_columns=True)
+    if "precision" in only:
+        matmul_precision()
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
         lengths = [n for n in lengths if args.lengths is None or n in args.lengths]

@@ -44,7 +44,6 @@ import triton.language as tl
 from .attention_decode import (
     attention_decode,
     check_scale,
-    dot_precision,
     new_outputs,
     online_softmax_step,
     qk_scale_of,
@@ -64,6 +63,7 @@ from .attention_tiles import (
 from .runtime import interpreting
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .precision import dot_input_precision
 from .registry import register
 from .validation import (
     check_bool,
@@ -426,7 +426,7 @@ def attention_forward(
         q_desc, k_desc, v_desc, out, lse, stats[0], stats[1], heads, heads // kv_heads,
         num_queries, num_keys, window, qk_scale_of(sm_scale),
         HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, WINDOW=window > 0,
-        DOT_PRECISION=dot_precision(q.dtype),
+        DOT_PRECISION=dot_input_precision(q.dtype),
         INT64_OFFSETS=needs_int64_rows(num_queries, head_dim),
     )
     return out, lse, stats
@@ -471,7 +471,7 @@ def attention_backward(
     # Above scale 1, such entries are set to 0, which is within that noise of the exact
     # value; at or below it, the kernels skip the test.
     common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, WINDOW=window > 0,
-                  DOT_PRECISION=dot_precision(q.dtype), SETTLE_ONE_HOT=sm_scale > 1.0,
+                  DOT_PRECISION=dot_input_precision(q.dtype), SETTLE_ONE_HOT=sm_scale > 1.0,
                   INT64_OFFSETS=needs_int64_rows(max(num_queries, num_keys), head_dim))
     qk_scale = qk_scale_of(sm_scale)
 

@@ -12,8 +12,7 @@ the GPU's SM count (:func:`decode_splits`).
 The pieces shared with the main kernels of :mod:`triton_guide.attention`: which keys a
 query sees (:func:`visible_keys` in PyTorch, :func:`visible` in a kernel), one step of the
 online softmax (:func:`online_softmax_step`), a finished row's epilogue
-(:func:`store_rows`), the score scale (:func:`qk_scale_of`, :func:`check_scale`) and the
-``tl.dot`` precision of float32 inputs (:func:`dot_precision`).
+(:func:`store_rows`) and the score scale (:func:`qk_scale_of`, :func:`check_scale`).
 
 Scores are exponentiated as ``exp2((s - m) * scale)`` from raw scores ``s`` and their raw
 maximum ``m``, not as ``exp2(s * scale - m * scale)``: the product of a large score and a
@@ -30,6 +29,7 @@ import triton.language as tl
 
 from .hardware import multiprocessors
 from .launch import cdiv, fast_launch, next_power_of_2
+from .precision import dot_input_precision
 from .runtime import interpreting
 from .validation import check_positive_number
 
@@ -43,20 +43,6 @@ LN2 = tl.constexpr(0.6931471805599453)  # ln(2): log(x) = log2(x) * LN2
 MIN_QK_SCALE = 2.0 ** -126
 FLOAT32_MAX = torch.finfo(torch.float32).max
 MAX_SM_SCALE = FLOAT32_MAX / 1.4426950408889634
-
-# tl.dot's input precision for float32 tiles under each of PyTorch's float32 matmul
-# precision settings (torch.set_float32_matmul_precision): "highest" asks for full float32
-# accuracy, which tf32x3 gives from three tf32 products (hi*hi + hi*lo + lo*hi); "high"
-# and "medium" allow tf32. 16-bit inputs ignore it.
-DOT_PRECISION = {"highest": "tf32x3", "high": "tf32", "medium": "tf32"}
-
-
-def dot_precision(dtype: torch.dtype) -> str:
-    """``tl.dot``'s ``input_precision`` for inputs of ``dtype``, from PyTorch's setting."""
-    if dtype != torch.float32:
-        return "tf32"  # Triton's default; it only affects float32 operands
-    return DOT_PRECISION[torch.get_float32_matmul_precision()]
-
 
 def visible_keys(num_queries: int, num_keys: int, causal: bool = False,
                  window: int | None = None, device=None) -> torch.Tensor:
@@ -333,7 +319,7 @@ def attention_decode(
         q, k, v, partials, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         kv_heads, group_size, num_queries, num_keys, window, qk_scale, keys_per_split,
         BLOCK_N=block_n, CAUSAL=causal, WINDOW=window > 0,
-        DOT_PRECISION=dot_precision(q.dtype), num_warps=warps, num_stages=3, **flags,
+        DOT_PRECISION=dot_input_precision(q.dtype), num_warps=warps, num_stages=3, **flags,
     )
     out, lse, stats = new_outputs(q)
     rows = min(block_r, 16)
