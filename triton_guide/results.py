@@ -46,8 +46,8 @@ RECORD_ENV = "TRITON_GUIDE_RECORD"
 TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
 COMMIT_ENV = "TRITON_GUIDE_COMMIT"
 # Shared machinery: editing these does not change what a page's kernels compute or how fast.
-MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library",
-                       "launch"})
+MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results",
+                       "library", "launch", "registry"})
 STALE = "recorded before the kernel changed: these numbers may be stale"
 
 

@@ -212,6 +212,9 @@ def check_block_size(
 
     Accepts Python and numpy integers (not bools); returns the value as a Python int.
     """
+    key = (name, value, max_value, num_warps, per_thread) if type(value) is int else None
+    if key in _accepted_block_sizes:  # launchers check the same few values on every call
+        return value
     value = check_int(name, value, expected="an int (a power of two)")
     if value < 1 or value & (value - 1):
         suggestion = triton.next_power_of_2(max(value, 1))
@@ -227,7 +230,12 @@ def check_block_size(
     check_elements_per_thread(name, value, warps,
                               f"pass {name}={max_block_size(warps, per_thread)} or less",
                               per_thread)
+    if key is not None and len(_accepted_block_sizes) < 4096:
+        _accepted_block_sizes.add(key)
     return value
+
+
+_accepted_block_sizes: set[tuple] = set()
 
 
 def check_bool(name: str, value: object) -> bool:
