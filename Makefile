@@ -1,7 +1,7 @@
 # Two entry points: `make html` builds the site, `make test` runs the unit tests, builds the
 # site and checks it in a headless Chromium (tests/browser; skipped, saying how to enable
 # them, when Playwright or Chromium is missing); `make bench`, on a GPU, refreshes the
-# recorded timings in results/. Both entry points set up their own environment first:
+# recorded timings in triton_guide/_results/. Both entry points set up their own environment first:
 #   - by default, a virtual environment in .venv with the versions in constraints.txt
 #     (re-created when pyproject.toml or constraints.txt change);
 #   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
@@ -38,7 +38,7 @@ browser-test: $(ENV_READY)
 	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_TEST_ARGS)
 
 # On a GPU: run every example page (or PAGE=softmax) with recording on, refreshing
-# results/<gpu>/<page>.json; no site is built. See results/README.md.
+# triton_guide/_results/<gpu>/<page>.json; no site is built. See triton_guide/_results/README.md.
 bench: $(ENV_READY)
 	$(PY) benchmarks/record.py $(if $(PAGE),--page $(PAGE))
 
