@@ -38,8 +38,8 @@ def use_local(module: str, obj: object) -> int:
 
     ``module`` is the dotted name of the package module that defines the original (for
     example ``"triton_guide.vector_add"``). Every loaded module of the package whose global
-    is that original object gets ``obj`` instead. Returns how many globals were rebound
-    (at least 1).
+    is that original object gets ``obj`` instead. Returns how many globals were rebound (0
+    when ``obj`` already is the package's own).
     """
     if not isinstance(module, str) or not (module == PACKAGE or module.startswith(PACKAGE + ".")):
         raise ValueError(f"use_local: module must name a module of {PACKAGE} "
