@@ -17,6 +17,9 @@ user would:
 * the exercise checker runs from the installed package.
 
 Skipped when there is no built site, failed instead where ``REQUIRE_SITE_TESTS=1`` (CI).
+``SITE_TEST_ONLY=01_vector_add,02_softmax`` runs those scripts only (on a GPU, where every
+page takes longer); ``SITE_TEST_REPORT=runs.json`` writes each script's status, time and
+last output lines there.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import site
 import socket
 import subprocess
 import sys
@@ -123,13 +127,16 @@ def served_site(tmp_path_factory):
 def _dependency_folder(folder: Path) -> Path:
     """Links to every package this interpreter has, except triton_guide itself."""
     folder.mkdir()
-    sources = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    sources = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+               *site.getsitepackages()]
     sources += [p for p in os.environ.get("SITE_TEST_EXTRA_PATHS", "").split(os.pathsep) if p]
     for source in dict.fromkeys(sources):
+        if not Path(source).is_dir():
+            continue
         for entry in sorted(Path(source).iterdir()):
             name = entry.name.lower()
             if (name.startswith(("triton_guide", "triton-guide", "__editable__"))
-                    or name in ("pip", "__pycache__") or name.startswith("pip-")
+                    or name == "__pycache__"
                     or (folder / entry.name).exists()):
                 continue
             (folder / entry.name).symlink_to(entry)
@@ -148,7 +155,9 @@ def learner(served_site, tmp_path_factory):
     """A fresh virtual environment with triton_guide installed by the page's command."""
     base = tmp_path_factory.mktemp("learner")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # Without pip (and, on Python 3.11, an old setuptools) of its own: pip, like the rest,
+    # comes through the folder of links, and installs into the new environment.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -160,8 +169,11 @@ def learner(served_site, tmp_path_factory):
     assert command.startswith(f"pip install {served_site}dist/"), (command, served_site)
     started = time.perf_counter()
     _Handler.requested.clear()
-    done = subprocess.run([python, "-m", *command.split()], cwd=base, capture_output=True,
-                          text=True, env=_clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    # The page's command, run by the new environment's pip. Every dependency is there
+    # already, so pip needs no index (PIP_NO_INDEX: a machine without network fails fast).
+    argv = [python, "-m", *command.split()]
+    done = subprocess.run(argv, cwd=base, capture_output=True, text=True,
+                          env=_clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INDEX="1"))
     print(f"`{command}` took {time.perf_counter() - started:.1f} s")
     assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     wheel = command.split("/")[-1]
@@ -192,21 +204,37 @@ def _run(python: Path, script: Path, workdir: Path) -> subprocess.CompletedProce
     assert not any(workdir.iterdir()), f"{workdir} is not empty"
     local = workdir / script.name
     shutil.copy(script, local)
-    return subprocess.run([python, local.name], cwd=workdir, capture_output=True, text=True,
+    started = time.perf_counter()
+    done = subprocess.run([python, local.name], cwd=workdir, capture_output=True, text=True,
                           timeout=SCRIPT_TIMEOUT, env=_clean_env())
+    done.seconds = time.perf_counter() - started
+    return done
+
+
+def _chosen(names: list[str]) -> list[str]:
+    only = [s for s in os.environ.get("SITE_TEST_ONLY", "").split(",") if s]
+    return [n for n in names if not only or Path(n).stem in only]
 
 
 @pytest.fixture(scope="session")
 def script_runs(learner, downloads, tmp_path_factory):
     """Every downloaded script, each run in an empty folder (two at a time)."""
     base = tmp_path_factory.mktemp("runs")
-    scripts = {name: path for name, path in downloads.items() if name.endswith(".py")}
+    scripts = {name: downloads[name] for name in _chosen(sorted(downloads))
+               if name.endswith(".py")}
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         futures = {name: pool.submit(_run, learner, path, base / Path(name).stem)
                    for name, path in scripts.items()}
         runs = {name: future.result() for name, future in futures.items()}
-    print(f"{len(runs)} downloaded scripts ran in {time.perf_counter() - started:.0f} s")
+    print(f"{len(runs)} downloaded scripts ran in {time.perf_counter() - started:.0f} s:")
+    for name, run in sorted(runs.items(), key=lambda item: -item[1].seconds):
+        print(f"  {run.seconds:6.1f} s  exit {run.returncode}  {name}")
+    if os.environ.get("SITE_TEST_REPORT"):
+        Path(os.environ["SITE_TEST_REPORT"]).write_text(json.dumps({
+            name: {"returncode": run.returncode, "seconds": round(run.seconds, 2),
+                   "stdout_tail": run.stdout[-1500:], "stderr_tail": run.stderr[-1500:]}
+            for name, run in runs.items()}, indent=1))
     return runs
 
 
@@ -243,7 +271,7 @@ def _page_scripts() -> list[str]:
     return sorted(p.name for p in (ROOT / "examples").glob("*/[0-9][0-9]_*.py"))
 
 
-@pytest.mark.parametrize("name", _page_scripts())
+@pytest.mark.parametrize("name", _chosen(_page_scripts()))
 def test_every_downloaded_script_runs_from_an_empty_folder(script_runs, name):
     assert name in script_runs, f"{name} is not offered for download"
     run = script_runs[name]
