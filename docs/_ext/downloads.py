@@ -20,10 +20,11 @@ Three things, all derived from one setting, the site's address (``html_baseurl``
   command, and every notebook's first cell runs it.
 
 sphinx-gallery copies each page to ``<gallery>/<section>/<page>.py`` (restoring the copy
-from the source whenever the two differ) and writes the notebook when the page runs; this
-extension rewrites both after that (``builder-inited``, between sphinx-gallery and
-``notebooks.py``) and refreshes the page's zip. The rewrite of a script starts from the
-pristine copy; the one of a notebook is idempotent.
+from the source whenever the two differ) and writes the notebook only when the page runs.
+After that (``builder-inited``, between sphinx-gallery and ``notebooks.py``), this extension
+writes the notebook afresh from the pristine copy, with sphinx-gallery's own converter, so
+that a page that did not run gets the current command and kernels too; then it rewrites
+both, and refreshes the page's zip.
 
 Configuration (``conf.py``): ``downloads_package`` (import name), ``downloads_dist_name``
 (distribution name), ``downloads_version``, ``downloads_project_root`` (the folder with
@@ -327,17 +328,36 @@ def refresh_zip(zip_path: Path, *replaced: Path) -> None:
             archive.writestr(info, path.read_bytes() if path is not None else data)
 
 
+def fresh_notebook(script: Path, gallery_conf: dict) -> dict:
+    """The notebook sphinx-gallery makes of ``script`` (as in its ``generate_file_rst``)."""
+    from sphinx_gallery import py_source_parser as parser
+    from sphinx_gallery.notebook import jupyter_notebook
+
+    _, blocks = parser.split_code_and_text_blocks(str(script))
+    blocks = [parser.Block(label, parser.remove_ignore_blocks(content), line)
+              for label, content, line in blocks]
+    if gallery_conf.get("remove_config_comments"):
+        blocks = [parser.Block(label, parser.remove_config_comments(content), line)
+                  for label, content, line in blocks]
+    if blocks and blocks[-1].content.isspace():
+        blocks = blocks[:-1]
+    return jupyter_notebook(blocks, gallery_conf, script.parent)
+
+
 def process_gallery(gallery_dir: Path, srcdir: Path, config, package_dir: Path,
                     command: str, site_url: str, first_cell: str) -> None:
     for script in sorted(Path(gallery_dir).rglob("*.py")):
         if not (script.with_suffix(".rst")).is_file():
             continue  # not a gallery page (an __init__.py or a helper copied along)
+        notebook = script.with_suffix(".ipynb")
+        if notebook.is_file() and not script.read_text(encoding="utf-8").startswith(SCRIPT_MARK):
+            notebook.write_text(json.dumps(fresh_notebook(script, config.sphinx_gallery_conf),
+                                           indent=2), encoding="utf-8")
         text = script.read_text(encoding="utf-8")
         new = rewrite_script(text, srcdir, script.parent, config, package_dir,
                              (command, site_url))
         if new != text:
             script.write_text(new, encoding="utf-8")
-        notebook = script.with_suffix(".ipynb")
         if notebook.is_file():
             rewrite_notebook(notebook, srcdir, config, package_dir, first_cell)
         refresh_zip(script.with_suffix(".zip"), script, notebook)

@@ -317,10 +317,13 @@ def _package_source(module: str, name: str) -> str:
 def test_kernels_in_the_downloads_are_the_ones_the_site_shows(downloads):
     checked = []
     for name, path in downloads.items():
-        if path.suffix != ".py":
-            continue
-        text = path.read_text()
-        for block in text.split(CODE_MARK)[1:]:
+        if path.suffix == ".py":
+            blocks = path.read_text().split(CODE_MARK)[1:]
+        else:
+            cells = json.loads(path.read_text())["cells"]
+            blocks = ["".join(c["source"]).split(CODE_MARK, 1)[1] for c in cells
+                      if c["cell_type"] == "code" and CODE_MARK in "".join(c["source"])]
+        for block in blocks:
             module, kernel = re.search(r'^use_local\("([\w.]+)", (\w+)\)$', block, re.M).groups()
             code = block[:block.index("\nuse_local(")]
             start = re.search(r"^@", code, re.M).start()
@@ -330,8 +333,11 @@ def test_kernels_in_the_downloads_are_the_ones_the_site_shows(downloads):
             page_text = re.sub(r"\s+", " ", _text(next(page).read_text()))
             assert re.sub(r"\s+", " ", shown) in page_text, f"{name}: the page does not show {kernel}"
             checked.append((name, kernel))
-    assert ("01_vector_add.py", "vector_add_kernel") in checked, checked
-    print(f"{len(checked)} kernels checked: {checked}")
+    scripts = sorted(c for c in checked if c[0].endswith(".py"))
+    notebooks = sorted((n.replace(".ipynb", ".py"), k) for n, k in checked if n.endswith(".ipynb"))
+    assert (("01_vector_add.py", "vector_add_kernel") in scripts, scripts == notebooks) == (
+        True, True), (scripts, notebooks)
+    print(f"{len(scripts)} kernels checked in the scripts and the notebooks: {scripts}")
 
 
 def test_the_exercise_checker_runs_from_the_installed_package(learner, tmp_path):
