@@ -174,8 +174,8 @@ def code_block(include: Include, package_dir: Path, defined: set[str]) -> str:
     package = module.split(".")[0]
     lines = [
         CODE_MARK,
-        f"# ``{name}`` from {module.replace('.', '/')}.py, as code: from here on {package} runs",
-        "# this copy, so an edit to it changes what the rest of this page computes.",
+        f"# {name}, as in {module.replace('.', '/')}.py. From here on {package} runs",
+        "# this copy: edit it, and what the rest of the page computes changes with it.",
         *sorted(imports),
     ]
     if from_names:
@@ -367,6 +367,10 @@ def process_gallery(gallery_dir: Path, srcdir: Path, config, package_dir: Path,
 
 _BUILD = """
 import sys
+import setuptools
+if int(setuptools.__version__.split(".")[0]) < 77:
+    sys.exit(f"setuptools {setuptools.__version__} is too old to build the package (its "
+             "license is an SPDX string): pip install 'setuptools>=77' (in the docs extra)")
 from setuptools import build_meta
 hook, out = sys.argv[1], sys.argv[2]
 print(getattr(build_meta, hook)(out))
