@@ -152,8 +152,9 @@ def code_block(include: Include, package_dir: Path, defined: set[str]) -> str:
     """The included kernel as code that runs in place of the package's own.
 
     ``defined`` holds the names earlier blocks of the same page defined: a kernel that calls
-    a helper shown (and perhaps edited) above uses that one, not the package's. The names it
-    adds are added to ``defined``.
+    a helper shown (and perhaps edited) above uses that one, not the package's. It also
+    holds the import lines those blocks wrote (prefixed ``import:``), which are not
+    repeated. What this block adds is added to ``defined``.
     """
     module = module_name(include.path, package_dir)
     loaded = importlib.import_module(module)
@@ -172,16 +173,19 @@ def code_block(include: Include, package_dir: Path, defined: set[str]) -> str:
         else:
             from_names.append(free)
     package = module.split(".")[0]
+    imports = sorted(imports)
+    if from_names:
+        imports.append(f"from {module} import {', '.join(from_names)}")
+    imports.append(f"from {package}.local import use_local")
+    imports = [line for line in imports if f"import:{line}" not in defined]
+    defined.update(f"import:{line}" for line in imports)
+    defined.add(name)
     lines = [
         CODE_MARK,
-        f"# {name}, as in {module.replace('.', '/')}.py. From here on {package} runs",
-        "# this copy: edit it, and what the rest of the page computes changes with it.",
-        *sorted(imports),
+        f"# {name}, as in {module.replace('.', '/')}.py.",
+        f"# {package} runs this copy from here on: an edit changes what the page computes.",
+        *imports,
     ]
-    if from_names:
-        lines.append(f"from {module} import {', '.join(from_names)}")
-    lines.append(f"from {package}.local import use_local")
-    defined.add(name)
     return ("\n".join(lines) + "\n\n\n" + code + "\n\n"
             + f'use_local("{module}", {name})\n')
 
