@@ -1,9 +1,11 @@
 """Time every op against its PyTorch baseline over the shape sets of the performance goals;
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
+    python benchmarks/report.py [--only add softmax matmul precision attention]
+                                [--dtypes fp16 bf16]
                                 [--lengths 1024 ...] [--rounds 3] [--quick] [--save FILE]
     python benchmarks/report.py --merge FILE [FILE ...]
+    python benchmarks/report.py --processes 5 --only matmul ...   (the same in 5 processes)
 
 The whole report takes longer than one ten-minute call on a rented GPU: run it in parts
 (``--only``, ``--dtypes``, ``--lengths``), each with ``--save part.json``, then ``--merge``
@@ -14,7 +16,9 @@ large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own
 the same way, since a smaller copy falls short of the 1 GiB copy's rate too. The first call
 of each matmul shape includes the autotuner's compilations and timings: its wall time is
 printed as ``tune``. Matmul runs a second time with b stored column by column
-(``x @ w.t()``), tallied apart. Needs a CUDA GPU.
+(``x @ w.t()``), tallied apart. ``precision``: one float32 product under PyTorch's float32
+matmul settings "highest" and "high", which ours follows (:mod:`triton_guide.precision`),
+ours and cuBLAS's rates and errors, printed apart from the tallies. Needs a CUDA GPU.
 
 Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
 (``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
@@ -26,7 +30,7 @@ them into ``.grad``: that sum is three elementwise kernels, no part of attention
 GPU time by ``queued_ms`` (the calls queued behind a GPU sleep, on rotating copies) and as
 called. GPU times are medians of ``--rounds`` rounds in which ours and the baselines take
 turns: one reading of a 1 ms attention forward moved by up to 12% between runs on the H100
-(benchmarks/NOTES.md, sixteenth session), more than some of the gaps the report measures.
+(two runs of the same kernels), more than some of the gaps the report measures.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
+from triton_guide.precision import dot_input_precision, float32_matmul_precision  # noqa: E402
 from triton_guide.benchmark import (  # noqa: E402
-    calls_on, cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, measure_ceiling,
-    median_ms, queued_ms, tflop_per_s)
+    calls_on, cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, host_us,
+    measure_ceiling, median_ms, queued_ms, tflop_per_s)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # rows x columns: 128-wide to 256k-wide rows, 4-256 MiB of fp32 each. Up to 32 MiB they fit
@@ -81,11 +86,16 @@ class Tally:
     def __init__(self):
         self.ratios: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self.save_to: Path | None = None  # rewritten at every ratio (--save)
+        self.ours: dict[tuple[str, str], float] = {}  # our own rate or time, per shape
 
-    def add(self, op: str, baseline: str, ratio: float, what: str) -> None:
+    def add(self, op: str, baseline: str, ratio: float, what: str,
+            ours: float | None = None) -> None:
         self.ratios.setdefault((op, baseline), []).append((ratio, what))
+        if ours is not None:
+            self.ours[(op, what)] = ours
         if self.save_to is not None:  # after each shape, so a run cut off keeps its part
-            entries = [{"op": op, "baseline": baseline, "ratio": ratio, "what": what}
+            entries = [{"op": op, "baseline": baseline, "ratio": ratio, "what": what,
+                        "ours": self.ours.get((op, what))}
                        for (op, baseline), ratios in self.ratios.items()
                        for ratio, what in ratios]
             self.save_to.write_text(json.dumps(entries, indent=1) + "\n")
@@ -131,7 +141,7 @@ def row(op, what, ours, baselines, unit, extra=""):
     print(f"{op} {what:<34} ours {ours:7.1f} {unit:<7} | {cells} | {ratios}{extra}",
           flush=True)
     for name, value in baselines.items():
-        TALLY.add(op, name, ours / value, what)
+        TALLY.add(op, name, ours / value, what, ours=ours)
 
 
 def ceilings():
@@ -152,7 +162,7 @@ def vector_add(copy):
 def as_called(op, what, ours_fn, base_name, base_fn, rate):
     """The ``as called`` cells of a row: do_bench of one call each, ours and the baseline."""
     ours, base = rate(median_ms(ours_fn)), rate(median_ms(base_fn))
-    TALLY.add(f"{op} as called", base_name, ours / base, what)
+    TALLY.add(f"{op} as called", base_name, ours / base, what, ours=ours)
     return f"  | as called {ours:7.1f} vs {base:7.1f} ({ours / base:4.2f}x)"
 
 
@@ -214,6 +224,40 @@ def matmul(shapes, dtypes, b_by_columns=False):
                 f"  | tune {tune:5.1f} s" + called)
             del pairs, a, b
             torch.cuda.empty_cache()
+
+
+# One large float32 product for the cost of each float32 matmul setting.
+PRECISION_SHAPE = (4096, 4096, 4096)
+
+
+def matmul_precision():
+    """PRECISION_SHAPE in float32 under "highest" and "high": ours and cuBLAS's TFLOP/s (GPU
+    time) and largest error against float64, |c - exact| / (|exact| + rms(exact)) (the
+    element rule of triton_guide.testing), over the whole product."""
+    m, n, k = PRECISION_SHAPE
+    pairs = cold_matmul_inputs(m, n, k, torch.float32)
+    a, b = pairs[0]
+    exact = a.double() @ b.double()
+    scale = exact.abs() + exact.pow(2).mean().sqrt()
+    flops = 2 * m * n * k
+    before = float32_matmul_precision()
+    try:
+        for setting in ("highest", "high"):
+            torch.set_float32_matmul_precision(setting)
+            tg.matmul(a, b)  # each setting compiles and autotunes its own kernel
+            ms = in_turns({"ours": lambda: gpu_ms(calls_on(tg.matmul, pairs)),
+                           "cuBLAS": lambda: gpu_ms(calls_on(torch.matmul, pairs))})
+            cells = []
+            for name, fn in (("ours", tg.matmul), ("cuBLAS", torch.matmul)):
+                error = ((fn(a, b).double() - exact).abs() / scale).max().item()
+                cells.append(f"{name} {tflop_per_s(flops, ms[name]):6.1f} TFLOP/s, "
+                             f"max error {error:.1e}")
+            print(f"matmul fp32 {m}x{n}x{k} {setting:<7} (tl.dot "
+                  f"{dot_input_precision(torch.float32):<6}) " + " | ".join(cells), flush=True)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    del pairs, a, b, exact, scale
+    torch.cuda.empty_cache()
 
 
 def sdpa(backend, causal):
@@ -288,12 +332,97 @@ def attention(lengths, head_dims, dtypes):
                 torch.cuda.empty_cache()
 
 
+def host_cases():
+    """Every op at a small size, where the kernel takes a few microseconds and a call costs
+    what the host spends on it: (ours, torch's equivalent), without autograd recording, then
+    with it (the forward alone, and forward and backward)."""
+    dev, half = "cuda", torch.float16
+    v = torch.randn(4096, device=dev)
+    s = torch.randn(4096, 256, device=dev, dtype=half)
+    a = torch.randn(512, 512, device=dev, dtype=half)
+    q = torch.randn(1, 4, 256, 64, device=dev, dtype=half)
+    logits = torch.randn(256, 1024, device=dev)
+    target = torch.randint(0, 1024, (256,), device=dev)
+    x = torch.randn(256, 1024, device=dev, dtype=half)
+    w, b = torch.randn(2, 1024, device=dev, dtype=half).unbind(0)
+    sg, qg, lg, xg, ag = (t.clone().requires_grad_() for t in (s, q, logits, x, a))
+    gs = torch.randn_like(s)
+    return {
+        "vector_add 4096": (lambda: tg.vector_add(v, v), lambda: v + v),
+        "softmax 4096x256": (lambda: tg.softmax(s), lambda: torch.softmax(s, -1)),
+        "matmul 512^3": (lambda: tg.matmul(a, a), lambda: a @ a),
+        "attention 1x4x256x64": (lambda: tg.attention(q, q, q),
+                                 lambda: F.scaled_dot_product_attention(q, q, q)),
+        "cross_entropy 256x1024": (lambda: tg.cross_entropy(logits, target),
+                                   lambda: F.cross_entropy(logits, target)),
+        "layer_norm 256x1024": (lambda: tg.layer_norm(x, w, b),
+                                lambda: F.layer_norm(x, (1024,), w, b)),
+        "rms_norm 256x1024": (lambda: tg.rms_norm(x, w), lambda: F.rms_norm(x, (1024,), w)),
+        "softmax, recorded": (lambda: tg.softmax(sg), lambda: torch.softmax(sg, -1)),
+        "matmul, recorded": (lambda: tg.matmul(ag, a), lambda: ag @ a),
+        "softmax fwd+bwd": (lambda: tg.softmax(sg).backward(gs),
+                            lambda: torch.softmax(sg, -1).backward(gs)),
+        "matmul fwd+bwd": (lambda: tg.matmul(ag, a).sum().backward(),
+                           lambda: (ag @ a).sum().backward()),
+        "attention fwd+bwd": (lambda: tg.attention(qg, qg, qg).sum().backward(),
+                              lambda: F.scaled_dot_product_attention(qg, qg, qg).sum().backward()),
+        "cross_entropy fwd+bwd": (lambda: tg.cross_entropy(lg, target).backward(),
+                                  lambda: F.cross_entropy(lg, target).backward()),
+        "layer_norm fwd+bwd": (lambda: tg.layer_norm(xg, w, b).sum().backward(),
+                               lambda: F.layer_norm(xg, (1024,), w, b).sum().backward()),
+        "rms_norm fwd+bwd": (lambda: tg.rms_norm(xg, w).sum().backward(),
+                             lambda: F.rms_norm(xg, (1024,), w).sum().backward()),
+    }
+
+
+def host():
+    """Host time per call (``host_us``: many calls back to back, one sync at the end) of
+    each :func:`host_cases` pair, ours and torch's taking turns."""
+    print("\nhost time per call, us (calls back to back, one sync at the end):")
+    for what, (ours_fn, torch_fn) in host_cases().items():
+        times = in_turns({"ours": lambda: host_us(ours_fn, repeats=1),
+                          "torch": lambda: host_us(torch_fn, repeats=1)})
+        ours, base = times["ours"], times["torch"]
+        print(f"host {what:<24} ours {ours:7.1f} us | torch {base:7.1f} | "
+              f"{ours / base:5.2f}x torch", flush=True)
+        TALLY.add("host time", "torch", ours / base, what, ours=ours)
+
+
+def spread_over_processes(count: int, argv: list[str]) -> None:
+    """Run this report ``count`` times, each in a fresh process, and print per shape how far
+    our own numbers moved between them: max / min of the processes' medians."""
+    import subprocess
+    import tempfile
+
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for index in range(count):
+            saved = Path(folder) / f"run{index}.json"
+            print(f"process {index + 1} of {count} ...", flush=True)
+            subprocess.run([sys.executable, __file__, *argv, "--save", str(saved)],
+                           check=True, stdout=subprocess.DEVNULL)
+            runs.append({(e["op"], e["what"]): e["ours"] for e in json.loads(saved.read_text())
+                         if e.get("ours")})
+    print(f"\nour numbers over {count} fresh processes (max / min of each process's median):")
+    worst = []
+    for key in runs[0]:
+        values = [run[key] for run in runs if key in run]
+        spread = max(values) / min(values)
+        worst.append((spread, key))
+        flag = "  > 1.10" if spread > 1.10 else ""
+        print(f"  {key[0]:<22} {key[1]:<34} {spread:5.3f}{flag}", flush=True)
+    spread, key = max(worst)
+    print(f"largest spread {spread:.3f} ({key[0]} {key[1]}); "
+          f"{sum(s > 1.10 for s, _ in worst)} of {len(worst)} above 1.10")
+
+
 def main():
     global ROUNDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="ops to run: add softmax matmul attention (default: all)")
+                        help="ops to run: add softmax matmul precision attention host "
+                             "(default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
     parser.add_argument("--lengths", nargs="*", type=int, choices=ATTENTION_LENGTHS,
@@ -302,6 +431,9 @@ def main():
                         help=f"GPU-time rounds per shape, medians (default {ROUNDS})")
     parser.add_argument("--save", type=Path, default=None,
                         help="also write every ratio to this JSON file, for --merge")
+    parser.add_argument("--processes", type=int, default=None, metavar="N",
+                        help="run the report in N fresh processes and print how far our "
+                             "numbers moved between them (the autotuner's picks included)")
     parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="FILE",
                         help="print the geometric means over the ratios that earlier runs "
                              "saved (--save) and stop; needs no GPU")
@@ -314,6 +446,14 @@ def main():
                       f"an earlier file has, left out (first: {skipped[0]})")
         TALLY.print(f"each ratio from one run; {len(args.merge)} runs merged")
         return
+    if args.processes is not None:
+        if args.processes < 2:
+            parser.error("--processes needs at least 2")
+        argv = sys.argv[1:]
+        at = argv.index("--processes")
+        del argv[at:at + 2]
+        spread_over_processes(args.processes, argv)
+        return
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, not {args.rounds}")
     ROUNDS = args.rounds
@@ -325,7 +465,9 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
     print(tg.runtime.describe(), flush=True)
-    only = set(args.only or ["add", "softmax", "matmul", "attention"])
+    only = set(args.only or ["add", "softmax", "matmul", "precision", "attention", "host"])
+    if "host" in only:
+        host()
     roofs = ceilings()
     if "add" in only:
         vector_add(roofs["copy"].value)
@@ -337,6 +479,8 @@ def main():
         matmul(shapes, dtypes("fp16", "bf16"))
         shapes = MATMUL_COLUMN_SHAPES[::3] if args.quick else MATMUL_COLUMN_SHAPES
         matmul(shapes, dtypes("fp16", "bf16"), b_by_columns=True)
+    if "precision" in only:
+        matmul_precision()
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
         lengths = [n for n in lengths if args.lengths is None or n in args.lengths]

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from triton_guide import attention, matmul, softmax, transpose, vector_add
-from triton_guide.library import double_backward_message
+from triton_guide import (attention, layer_norm, matmul, rms_norm, softmax, transpose,
+                          vector_add)
+from triton_guide.library import OPERATORS, double_backward_message
 from triton_guide.testing import tolerance
 
 RTOL = tolerance(torch.float32, tensor_cores=True)
@@ -93,11 +94,15 @@ def test_matmul_second_derivative(device, check):
     check("matmul double backward", second, expected, rtol=RTOL)
 
 
-@pytest.mark.parametrize("op", ["attention", "softmax"])
+@pytest.mark.parametrize("op", ["attention", "softmax", "layer_norm", "rms_norm"])
 def test_double_backward_is_refused_by_name(op, device):
     if op == "attention":
         x = torch.randn(1, 2, 9, 16, device=device, requires_grad=True)
         out = attention(x, x, x, causal=True)
+    elif op in ("layer_norm", "rms_norm"):
+        x = torch.randn(3, 9, device=device, requires_grad=True)
+        weight = torch.randn(9, device=device)
+        out = layer_norm(x, weight) if op == "layer_norm" else rms_norm(x, weight)
     else:
         x = torch.randn(3, 9, device=device, requires_grad=True)
         out = softmax(x)
@@ -118,3 +123,34 @@ def test_no_grad_inputs_give_plain_outputs(op, device):
         "attention": lambda: attention(x, x, x),
     }
     assert calls[op]().grad_fn is None
+
+
+def test_eager_autograd_does_not_dispatch_through_the_operator(device, check, monkeypatch):
+    # In eager mode autograd records an autograd.Function running the same launcher; the
+    # registered operator's dispatch (tens of microseconds a call) is for torch.compile.
+    operators = OPERATORS
+    assert {"matmul", "softmax", "softmax_backward", "layer_norm"} <= set(operators)
+
+    def refuse(*args):
+        raise AssertionError("the operator was dispatched in eager mode")
+
+    for operator in operators.values():
+        monkeypatch.setattr(operator, "op", refuse)
+    a = torch.randn(6, 5, device=device, requires_grad=True)
+    b = torch.randn(5, 4, device=device)
+    out = softmax(matmul(a, b))
+    out.backward(torch.ones_like(out))
+    a64 = a.detach().double().requires_grad_()
+    expected = torch.softmax(a64 @ b.double(), -1)
+    expected.backward(torch.ones_like(expected))
+    check("softmax(matmul) backward", a.grad, a64.grad, rtol=RTOL, atol=1e-6)
+
+
+def test_a_parameter_is_recorded(device, check):
+    # nn.Parameter is a tensor subclass that must still take the eager autograd path.
+    x = torch.randn(4, 8, device=device)
+    weight = torch.nn.Parameter(torch.randn(8, device=device))
+    rms_norm(x, weight).sum().backward()
+    w64 = weight.detach().double().requires_grad_()
+    torch.nn.functional.rms_norm(x.double(), (8,), w64, torch.finfo(torch.float32).eps).sum().backward()
+    check("rms_norm weight grad", weight.grad, w64.grad, rtol=RTOL)

@@ -176,10 +176,47 @@ def test_strided_rows(device, check):
     check("cross_entropy(grad)", grad, expected, rtol=1e-5, name="grad")
 
 
+# Every integer dtype of class indices, each with an ignore_index it can hold.
+TARGET_DTYPES = [
+    pytest.param(torch.int64, -100, id="int64"),
+    pytest.param(torch.int32, -100, id="int32"),
+    pytest.param(torch.int16, -100, id="int16"),
+    pytest.param(torch.int8, -100, id="int8"),
+    pytest.param(torch.uint8, 255, id="uint8"),
+]
+
+
+@pytest.mark.parametrize("target_dtype,ignore_index", TARGET_DTYPES)
+def test_every_integer_target_dtype(target_dtype, ignore_index, device, check):
+    logits, target = make_inputs(6, 120, torch.float32, device)  # classes fit in int8
+    target[[1, 4]] = ignore_index
+    grad_loss = torch.tensor(1.0, device=device)
+    loss, grad = ours_loss_and_grad(logits, target.to(target_dtype), grad_loss,
+                                    ignore_index=ignore_index)
+    expected_loss, expected_grad = reference_loss_and_grad(
+        logits, target, grad_loss, ignore_index=ignore_index)
+    assert (grad[[1, 4]] == 0).all()
+    check("cross_entropy", loss, expected_loss, rtol=1e-5, name="loss")
+    check("cross_entropy(grad)", grad, expected_grad, rtol=1e-5, name="grad")
+
+
+def test_uint8_targets_never_equal_a_negative_ignore_index(device, check):
+    # As in torch, which takes uint8 targets itself: -100 is no uint8 value, so no row is
+    # ignored (compared in uint8, -100 would wrap round to 156).
+    logits, target = make_inputs(5, 200, torch.float32, device)
+    target[2] = 156
+    target = target.to(torch.uint8)
+    loss = cross_entropy(logits, target, ignore_index=-100)
+    expected = torch.nn.functional.cross_entropy(logits.double(), target, ignore_index=-100)
+    check("cross_entropy", loss, expected, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "change,error,match",
     [
-        (lambda l, t: (l, t.int()), TypeError, "target has dtype"),
+        (lambda l, t: (l, t.float()), TypeError,
+         "target has dtype torch.float32; expected one of: int64, int32, int16, int8, uint8"),
+        (lambda l, t: (l, t.bool()), TypeError, "target has dtype torch.bool"),
         (lambda l, t: (l.double(), t), TypeError, "logits has dtype"),
         (lambda l, t: (l[0], t), ValueError, "logits must have 2 dimensions"),
         (lambda l, t: (l, t[:3]), ValueError, "one class index per row"),
@@ -187,10 +224,13 @@ def test_strided_rows(device, check):
         (lambda l, t: (l, t.clone().fill_(10)), ValueError, r"target\[0\] = 10"),
         (lambda l, t: (l, t.clone().fill_(-1)), ValueError, r"target\[0\] = -1"),
     ],
-    ids=["target_int32", "logits_float64", "logits_1d", "target_short",
+    ids=["target_float32", "target_bool", "logits_float64", "logits_1d", "target_short",
          "classes_strided", "target_too_large", "target_negative"],
 )
 def test_rejects_bad_tensors(change, error, match, device):
+    if match.startswith(r"target\[") and not runtime.interpreting():
+        pytest.skip("on a GPU a target out of range gives nan, not an error: "
+                    "test_a_target_out_of_range_is_never_read")
     logits, target = change(*make_inputs(4, 10, torch.float32, device))
     with pytest.raises(error, match=match):
         cross_entropy(logits, target)
@@ -304,14 +344,17 @@ def test_scale_if_not_one(scale, layout, size, device):
 
 
 @pytest.mark.skipif(runtime.interpreting(), reason="counts host syncs of CUDA: needs a GPU")
-def test_backward_does_not_wait_for_the_gpu(device):
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_forward_and_backward_do_not_wait_for_the_gpu(reduction, device):
     logits = torch.randn(64, 5000, device=device).requires_grad_()
     target = torch.randint(0, 5000, (64,), device=device)
-    loss = cross_entropy(logits * 1, target)  # the forward syncs once (rows not ignored)
+    target[::7] = -100
+    cross_entropy(logits * 1, target, reduction=reduction)  # compiles the kernels
     previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
     try:
-        loss.backward()
+        loss = cross_entropy(logits * 1, target, reduction=reduction)
+        loss.backward(torch.ones_like(loss))
     finally:
         torch.cuda.set_sync_debug_mode(previous)
     assert logits.grad is not None
@@ -325,3 +368,22 @@ def test_a_second_backward_fails_rather_than_scale_twice(grad_scale, device):
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_a_target_out_of_range_is_never_read(device):
+    # Under the interpreter it is refused by name; on a GPU, where checking would make the
+    # host wait, the loss and that row's gradient come out nan instead of reading memory
+    # past the row.
+    logits = torch.randn(5, 11, device=device, requires_grad=True)
+    target = torch.tensor([1, 11, 3, -100, 0], device=device)
+    if runtime.interpreting():
+        with pytest.raises(ValueError, match=r"target\[1\] = 11 is not a class index"):
+            cross_entropy(logits, target)
+        return
+    for reduction in ("mean", "sum"):
+        loss = cross_entropy(logits, target, reduction=reduction)
+        assert torch.isnan(loss).item()
+    losses = cross_entropy(logits, target, reduction="none")
+    assert torch.isnan(losses).all().item()
+    (grad,) = torch.autograd.grad(losses.sum(), logits)
+    assert torch.isnan(grad[1]).all().item()

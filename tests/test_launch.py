@@ -150,7 +150,7 @@ def test_repeat_launch_skips_triton_and_passes_every_parameter(toy):
 
 @pytest.mark.parametrize("change", ["misaligned pointer", "dtype", "int 16-divisible",
                                     "int equal to 1", "int past int32", "constexpr",
-                                    "float for int", "num_warps"])
+                                    "constexpr string", "float for int", "num_warps"])
 def test_a_new_specialisation_goes_through_triton(toy, change):
     kernel, triton_path = toy
     launcher = FastLauncher(kernel)
@@ -163,6 +163,8 @@ def test_a_new_specialisation_goes_through_triton(toy, change):
         "int equal to 1": dict(args=(x, 100, 1), kwargs=dict(BLOCK=64)),
         "int past int32": dict(args=(x, 2**31 + 3, 3), kwargs=dict(BLOCK=64)),
         "constexpr": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, FLAG=True)),
+        # as matmul's INPUT_PRECISION, one value per float32 matmul setting
+        "constexpr string": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, FLAG="tf32x3")),
         "float for int": dict(args=(x, 100.0, 3), kwargs=dict(BLOCK=64)),
         "num_warps": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, num_warps=8)),
     }[change]
@@ -326,3 +328,39 @@ def test_host_integer_helpers_match_triton():
     values = list(range(0, 70)) + [2**20 - 1, 2**20, 2**20 + 1, 2**31 + 5]
     assert [launch.next_power_of_2(n) for n in values] == [triton.next_power_of_2(n) for n in values]
     assert all(launch.cdiv(a, b) == triton.cdiv(a, b) for a in values for b in (1, 3, 16, 128))
+
+
+def test_launch_key_separates_exactly_what_argument_key_separates():
+    # launch_key inlines argument_key for speed: two argument lists must get equal keys
+    # from one exactly when they get equal keys from the other.
+    import itertools
+
+    from triton_guide.launch import launch_key
+
+    base = torch.zeros(64)
+    pool = [1, 0, 16, 17, -1, 2**31, 2**40 + 1, 2**63, base, base[1:], base.half(),
+            torch.nn.Parameter(base), 0.5, True, None]
+    pairs = list(itertools.product(pool, repeat=2))
+    for a in pairs:
+        for b in pairs:
+            same_inline = launch_key(a) == launch_key(b)
+            same_plain = tuple(map(argument_key, a)) == tuple(map(argument_key, b))
+            assert same_inline == same_plain, (a, b)
+
+
+
+def test_unchecked_descriptor_equals_the_checked_one():
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from triton_guide.launch import unchecked_descriptor
+
+    base = torch.zeros(8, 32)
+    checked = TensorDescriptor(base, [8, 32], [32, 1], [4, 16])
+    fast = unchecked_descriptor(base, [8, 32], [32, 1], [4, 16])
+    assert type(fast) is TensorDescriptor
+    for field in dataclasses.fields(TensorDescriptor):
+        assert getattr(fast, field.name) is getattr(checked, field.name) or \
+            getattr(fast, field.name) == getattr(checked, field.name), field.name
+    assert argument_key(fast) == argument_key(checked)

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from conftest import FLOAT_DTYPES
-from triton_guide import matmul, matmul_reference, runtime
+from triton_guide import hardware, matmul, matmul_reference, runtime
 from triton_guide.testing import tolerance
 
 # (M, N, K): ones, primes, powers of two plus one, and more than one tile each way.
@@ -231,24 +231,10 @@ def test_descriptor_ready():
                          ids=["ampere", "hopper"])
 def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeypatch):
     module = matmul_module()
-    monkeypatch.setattr(module, "interpreting", lambda: False)
-    monkeypatch.setattr(module, "compute_capability", lambda device: capability)
+    monkeypatch.setattr(hardware, "interpreting", lambda: False)
+    monkeypatch.setattr(hardware, "compute_capability", lambda device: capability)
     a, b = torch.zeros(272, 80), torch.zeros(48, 80).t()
     assert module.kernel_inputs(a, b)[2] == descriptors
-
-
-def test_the_capability_is_asked_of_torch_once_per_gpu(monkeypatch):
-    module = matmul_module()
-    asked = []
-    monkeypatch.setattr(module.torch.cuda, "get_device_capability",
-                        lambda index: asked.append(index) or (9, index))
-    module._capability_of.cache_clear()
-    try:
-        answers = [module.compute_capability(torch.device("cuda", index))
-                   for index in (0, 1, 0, 1, 0)]
-    finally:
-        module._capability_of.cache_clear()  # forget the fake answers
-    assert (answers, asked) == ([(9, 0), (9, 1), (9, 0), (9, 1), (9, 0)], [0, 1])
 
 
 # The last wave: on 132 SMs (an H100's, an H200's), 128 x 256 x 64 tiles.
@@ -475,10 +461,8 @@ def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
     import triton
 
     module = importlib.import_module("triton_guide.matmul")
-    monkeypatch.setattr(module.torch.cuda, "current_device", lambda: 0)
-    h100 = type("Props", (), {"multi_processor_count": 132,
-                              "shared_memory_per_block_optin": 232448})
-    monkeypatch.setattr(module.torch.cuda, "get_device_properties", lambda device: h100)
+    monkeypatch.setattr(module, "multiprocessors", lambda device: 132)  # an H100's
+    monkeypatch.setattr(module, "shared_memory_per_block", lambda device: 232448)
     configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": 64,
                               "GROUP_SIZE_M": 8}, num_stages=3) for m, n in
                [(128, 256), (128, 128), (64, 64), (16, 64)]]
@@ -498,3 +482,24 @@ def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
     assert kept(300, 4096) == [(128, 256), (128, 128), (64, 64), (16, 64)]
     # float32: 3 stages of 128 x 64 and 64 x 256 tiles need 288 KiB, more than the 227 KiB
     assert kept(8192, 8192, torch.float32) == [(128, 128)]
+
+
+def test_the_float32_only_tile_is_tried_for_float32_alone(monkeypatch):
+    # Three stages of 128 x 128 x 32 leave room for tf32x3's split operands; 16-bit inputs
+    # keep the candidates they were tuned with.
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    monkeypatch.setattr(module.torch.cuda, "current_device", lambda: 0)
+    h100 = type("Props", (), {"multi_processor_count": 132,
+                              "shared_memory_per_block_optin": 232448})
+    monkeypatch.setattr(module.torch.cuda, "get_device_properties", lambda device: h100)
+    configs = [module._config(*tile) for tile in
+               [(128, 128, 32, 8, 4, 4), module.FLOAT32_ONLY_TILE]]
+
+    def kept(dtype):
+        named = {"M": 4096, "N": 4096, "K": 4096, "a_ptr": torch.empty(0, dtype=dtype)}
+        return [module._tile_of(c) for c in module.prune_configs(configs, named)]
+
+    assert kept(torch.float32) == [(128, 128, 32, 8, 4, 4), module.FLOAT32_ONLY_TILE]
+    assert kept(torch.float16) == kept(torch.bfloat16) == [(128, 128, 32, 8, 4, 4)]

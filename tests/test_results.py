@@ -133,7 +133,7 @@ def test_committed_results_are_real_measurements_of_the_current_schema():
 
 def test_a_pages_kernel_source_is_the_op_modules_it_imports():
     source = (ROOT / "examples/core_kernels/02_softmax.py").read_text()
-    assert store.kernel_modules(source) == ["triton_guide/softmax.py"]
+    assert store.kernel_modules(source) == ["triton_guide/hardware.py", "triton_guide/softmax.py"]
 
 
 @pytest.fixture
@@ -290,8 +290,8 @@ def test_timers_refuse_under_the_interpreter(timer):
 
 def fake_live_gpu(monkeypatch) -> None:
     """The GPU code path with the GPU faked: its identity is a SYNTHETIC stand-in."""
-    monkeypatch.setattr(benchmark, "interpreting", lambda: False)
-    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: True)
+    monkeypatch.setattr(benchmark.recording, "interpreting", lambda: False)
+    monkeypatch.setattr(benchmark.recording, "timings_meaningful", lambda: True)
     monkeypatch.setattr(store, "gpu_environment", lambda: {
         "name": "Synthetic Live GPU", "slug": "synthetic-live-gpu", "driver": None,
         "cuda": None})
@@ -301,8 +301,8 @@ def fake_timed_gpu(monkeypatch) -> None:
     """:func:`fake_live_gpu` with the timer and the ceiling faked too: a variant's callable
     returns its own time in ms, and the copy ceiling is 999 GB/s."""
     fake_live_gpu(monkeypatch)
-    monkeypatch.setattr(benchmark, "median_ms", lambda fn: fn())
-    monkeypatch.setattr(benchmark, "measure_ceiling",
+    monkeypatch.setattr(benchmark.recording, "median_ms", lambda fn: fn())
+    monkeypatch.setattr(benchmark.recording, "measure_ceiling",
                         lambda kind: Ceiling(kind, "synthetic copy", 999.0, "GB/s"))
 
 
@@ -351,8 +351,9 @@ def test_gpu_time_sweeps_time_each_variants_list_of_calls(page, tmp_path, monkey
     """With ``gpu_time`` a variant returns calls on copies of its inputs, and gpu_ms (faked
     here: the mean of what the calls return) times them; median_ms is not used."""
     fake_timed_gpu(monkeypatch)
-    monkeypatch.setattr(benchmark, "median_ms", None)
-    monkeypatch.setattr(benchmark, "gpu_ms", lambda calls: sum(c() for c in calls) / len(calls))
+    monkeypatch.setattr(benchmark.recording, "median_ms", None)
+    monkeypatch.setattr(benchmark.recording, "gpu_ms",
+                        lambda calls: sum(c() for c in calls) / len(calls))
     variants = {"triton_guide": lambda x: [lambda: x / 1000, lambda: x / 3000],
                 "torch": lambda x: [lambda: x / 500]}
     bench = Benchmark(page, results_dir=tmp_path / "results")
@@ -364,7 +365,7 @@ def test_gpu_time_sweeps_time_each_variants_list_of_calls(page, tmp_path, monkey
 
 def test_ceilings_come_from_any_pages_recordings_per_gpu(page, store_dir, monkeypatch):
     # Recalled only, as in a CPU build: on a GPU the live one would be measured too.
-    monkeypatch.setattr(benchmark, "timings_meaningful", lambda: False)
+    monkeypatch.setattr(benchmark.recording, "timings_meaningful", lambda: False)
     record = json.loads((store_dir / "synthetic-b200" / "synthetic_add.json").read_text())
     record["benchmarks"][0]["ceiling"] = {"kind": "gemm_fp16", "label": "synthetic gemm",
                                           "value": 1234.0, "unit": "TFLOP/s"}
@@ -378,6 +379,16 @@ def test_ceilings_come_from_any_pages_recordings_per_gpu(page, store_dir, monkey
     assert ({gpu: c.value for gpu, c in copies.items()},
             {gpu: c.value for gpu, c in gemms.items()}) == (
         {"Synthetic A100": 1500.0, "Synthetic B200": 4000.0}, {"Synthetic B200": 1234.0})
+
+
+def test_ceilings_read_other_pages_through_the_schema_check(page, store_dir, monkeypatch):
+    monkeypatch.setattr(benchmark.recording, "timings_meaningful", lambda: False)
+    record = json.loads((store_dir / "synthetic-b200" / "synthetic_add.json").read_text())
+    record["schema"] = store.SCHEMA + 1
+    (store_dir / "synthetic-b200" / "another_page.json").write_text(json.dumps(record))
+    bench = Benchmark(page, results_dir=store_dir)
+    with pytest.raises(ValueError, match=r"another_page\.json: schema"):
+        bench.ceilings("copy")
 
 
 def test_a_live_gpu_measures_its_own_ceiling_and_recalls_the_others(page, store_dir,
@@ -549,7 +560,7 @@ def test_matmul_rate_over_cold_inputs(monkeypatch):
             call()
         return 2.0
 
-    monkeypatch.setattr(benchmark, "gpu_ms", fake_gpu_ms)
+    monkeypatch.setattr(benchmark.timing, "gpu_ms", fake_gpu_ms)
     rate = benchmark.matmul_tflop_per_s(lambda a, b: seen.append((a, b)), pairs)
     assert rate == 2 * 3 * 5 * 7 / 2.0 * 1e-9
     assert [id(a) for a, _ in seen] == [id(a) for a, _ in pairs]

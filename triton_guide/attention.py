@@ -30,9 +30,11 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .hardware import TMA_ALIGNMENT
 from .runtime import interpreting
-from .launch import cdiv, fast_launch, next_power_of_2
-from .library import refuse_double_backward, through_operator
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
+from .library import Operator
+from .registry import register
 from .validation import (
     INT32_MAX,
     check_bool,
@@ -78,8 +80,8 @@ def _config(block_m: int, block_n: int, stages: int, warps: int) -> triton.Confi
 
 
 # (BLOCK_M, BLOCK_N, num_stages, num_warps) that the autotuner tries, for head_dim up to 64
-# and above 64: the four fastest of 8-10 candidates per kernel in `benchmarks/tune.py
-# attention` on an H100 (log 2026-11-23-h100-tune-attention-*.log). The forward and dq
+# and above 64: the four fastest of 8-10 candidates per kernel, each timed on its own on an
+# H100 over the attention page's shapes. The forward and dq
 # kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Float32 tiles take
 # twice the shared memory of float16 ones, and most of these overflow an H100's 227 KiB
 # at head_dim 128: float32 gets one smaller configuration per kernel instead.
@@ -417,8 +419,7 @@ def attention_backward_dq_kernel(
 # is one TMA instruction, an asynchronous copy engine that fills shared memory without
 # using the warps' registers or address arithmetic, and rows past the end of a head come
 # back as zeros. Elsewhere Triton lowers it to ordinary loads. TMA needs the base and
-# every stride but the last to be multiples of 16 bytes.
-TMA_ALIGNMENT = 16
+# every stride but the last to be multiples of 16 bytes (TMA_ALIGNMENT).
 
 
 def _descriptor_ready(t: torch.Tensor) -> bool:
@@ -449,7 +450,8 @@ def _descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescrip
     strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
                for size, stride in zip(t.shape, t.stride())]
     strides[-1] = 1
-    return TensorDescriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
+    # _tma_layout has made t readable by TMA: skip the constructor's re-check of it.
+    return unchecked_descriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
 
 
 def _needs_int64_rows(seq_len: int, head_dim: int) -> bool:
@@ -521,34 +523,14 @@ def attention_backward(
     return dq, dk, dv
 
 
-# Forward and backward are registered as PyTorch operators: autograd records the forward
-# and calls the backward operator, and torch.compile sees each as one node whose outputs'
-# shapes the fake implementations give.
-@torch.library.custom_op("triton_guide::attention_forward", mutates_args=())
-def _attention_forward_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return attention_forward(q, k, v, causal, sm_scale)
-
-
-@_attention_forward_op.register_fake
-def _(q, k, v, causal, sm_scale):
+def _fake_forward(q, k, v, causal, sm_scale):
     batch, heads, seq_len, _ = q.shape
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
     return out, lse
 
 
-@torch.library.custom_op("triton_guide::attention_backward", mutates_args=())
-def _attention_backward_op(
-    grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-    out: torch.Tensor, lse: torch.Tensor, causal: bool, sm_scale: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return attention_backward(grad_out, q, k, v, out, lse, causal, sm_scale)
-
-
-@_attention_backward_op.register_fake
-def _(grad_out, q, k, v, out, lse, causal, sm_scale):
+def _fake_backward(grad_out, q, k, v, out, lse, causal, sm_scale):
     return tuple(torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
 
 
@@ -561,15 +543,19 @@ def _save_for_backward(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _attention_grad(ctx, grad_out, grad_lse):
+def _grad(ctx, grad_out, grad_lse):
     # lse is an internal output, never handed to the caller: its gradient is always None.
     q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = _attention_backward_op(grad_out, q, k, v, out, lse, ctx.causal, ctx.sm_scale)
+    dq, dk, dv = _attention_backward(grad_out, q, k, v, out, lse, ctx.causal, ctx.sm_scale)
     return dq, dk, dv, None, None
 
 
-_attention_forward_op.register_autograd(_attention_grad, setup_context=_save_for_backward)
-refuse_double_backward(_attention_backward_op, "attention")
+# Autograd and torch.compile: see triton_guide.library. The backward kernels have no
+# derivative of their own: a second backward through them raises.
+_attention_backward = Operator("attention_backward", attention_backward,
+                               fake=_fake_backward, refuse_name="attention")
+_attention_forward = Operator("attention_forward", attention_forward, fake=_fake_forward,
+                              backward=_grad, setup_context=_save_for_backward)
 
 
 def attention(
@@ -608,6 +594,13 @@ def attention(
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
     sm_scale = check_positive_number("sm_scale", sm_scale)
-    if through_operator(q, k, v):  # autograd or torch.compile: see triton_guide.library
-        return _attention_forward_op(q, k, v, causal, sm_scale)[0]
-    return attention_forward(q, k, v, causal, sm_scale)[0]
+    return _attention_forward(q, k, v, causal, sm_scale)[0]
+
+
+def _example(device):
+    q, k, v = (torch.randn(1, 2, 17, 16, device=device) for _ in range(3))
+    return (q, k, v), {"causal": True}
+
+
+register("attention", attention, attention_reference, example=_example,
+         differentiable=True, compile_safe=True)

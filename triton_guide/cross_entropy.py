@@ -18,12 +18,22 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
+from .registry import register
 from .runtime import interpreting
-from .validation import check_block_size, check_tensor, needs_int64_offsets
+from .validation import (
+    MAX_ELEMENTS_PER_THREAD_EXP,
+    check_block_size,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
+# Integer dtypes of class indices: torch's cross_entropy takes int64 and uint8; int32,
+# int16 and int8, which other libraries' tests pass (Liger-Kernel's, LeetGPU's), too.
+TARGET_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -49,7 +59,7 @@ def cross_entropy_forward_kernel(
     num_classes,  # the vocabulary size V
     ignore_index,
     label_smoothing,  # eps: the target gets 1 - eps, every class also gets eps / V
-    grad_scale,  # 1 / (rows not ignored) for a mean, 1 otherwise
+    scale_ptr,  # one float32: 1 / (rows not ignored) for a mean, else 1; nan: a bad target
     COMPUTE_GRAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,  # vocabulary columns per step
 ):
@@ -60,8 +70,9 @@ def cross_entropy_forward_kernel(
     target = tl.load(target_ptr + row)
 
     if target == ignore_index:
-        # An ignored row adds nothing to the loss and gets a zero gradient.
-        tl.store(loss_ptr + row, 0.0)
+        # An ignored row adds nothing to the loss and gets a zero gradient. (0 times the
+        # scale: a mean over no rows is 0 * inf = nan, as torch's.)
+        tl.store(loss_ptr + row, 0.0 * tl.load(scale_ptr))
         if COMPUTE_GRAD:
             for start in range(0, num_classes, BLOCK_SIZE):
                 mask = start + cols < num_classes
@@ -90,11 +101,15 @@ def cross_entropy_forward_kernel(
     lse = m + tl.log(s)
 
     # -log p(target) with the target's weight 1 - eps, and -mean(log p) with weight eps.
-    target_logit = tl.load(logits_row + target).to(tl.float32)
-    loss = lse - (1.0 - label_smoothing) * target_logit
+    # A target outside [0, V) is never read: its row's loss and gradient become nan.
+    target_ok = (target >= 0) & (target < num_classes)
+    target_logit = tl.load(logits_row + target, mask=target_ok, other=float("nan"))
+    loss = lse - (1.0 - label_smoothing) * target_logit.to(tl.float32)
     if label_smoothing != 0.0:  # else a -inf logit would make 0 * -inf = nan of the sum
         loss -= label_smoothing * logit_sum / num_classes
-    tl.store(loss_ptr + row, loss)
+    # A mean's 1 / (rows not ignored) is applied here, so the loss is the sum of the rows.
+    grad_scale = tl.load(scale_ptr)
+    tl.store(loss_ptr + row, loss * grad_scale)
 
     if COMPUTE_GRAD:
         # Pass 2: d(loss)/dx_j = softmax_j - (1 - eps) * [j == target] - eps / V.
@@ -104,8 +119,39 @@ def cross_entropy_forward_kernel(
             x = tl.load(logits_row + start + cols, mask=mask, other=0.0).to(tl.float32)
             grad = tl.exp(x - lse) - label_smoothing / num_classes
             grad = tl.where(start + cols == target, grad - (1.0 - label_smoothing), grad)
+            grad = tl.where(target_ok, grad, float("nan"))
             tl.store(grad_row + start + cols,
                      (grad * grad_scale).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def target_scale_kernel(
+    target_ptr,  # one class index per row
+    scale_ptr,  # out: one float32, the scale of every row's loss and gradient
+    num_rows,
+    num_classes,
+    ignore_index,
+    MEAN: tl.constexpr,  # reduction="mean": the scale is 1 / (rows not ignored)
+    BLOCK_SIZE: tl.constexpr,
+):
+    # One program reads every target once: the count of rows not ignored stays on the GPU,
+    # so the host never waits for it, and a target outside [0, V) turns the scale into nan.
+    valid = tl.zeros([BLOCK_SIZE], tl.int32)
+    bad = tl.zeros([BLOCK_SIZE], tl.int32)
+    for start in range(0, num_rows, BLOCK_SIZE):
+        rows = start + tl.arange(0, BLOCK_SIZE)
+        target = tl.load(target_ptr + rows, mask=rows < num_rows, other=ignore_index)
+        kept = target != ignore_index
+        valid += kept.to(tl.int32)
+        bad += (kept & ((target < 0) | (target >= num_classes))).to(tl.int32)
+    count = tl.sum(valid, axis=0).to(tl.float32)
+    scale = 1.0 / count if MEAN else 1.0  # a mean over no rows: 1 / 0, and 0 * inf = nan
+    scale = tl.where(tl.sum(bad, axis=0) > 0, float("nan"), scale)
+    tl.store(scale_ptr, scale)
+
+
+# Targets a program of target_scale_kernel reads per step.
+TARGET_BLOCK = 1024
 
 
 @triton.jit
@@ -154,8 +200,7 @@ def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
     if interpreting():
         programs = 4
     else:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        programs = SCALE_PROGRAMS_PER_SM * sms
+        programs = SCALE_PROGRAMS_PER_SM * multiprocessors(x.device)
     grid = (max(1, min(programs, cdiv(x.numel(), SCALE_BLOCK))),)
     fast_launch(scale_if_not_one_kernel)[grid](
         x, scale, x.numel(), BLOCK_SIZE=SCALE_BLOCK,
@@ -164,8 +209,9 @@ def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
     )
 
 
-def _num_warps(block_size: int) -> int:
-    return 8 if block_size >= 2048 else 4
+def _warps_for_block(block: int) -> int:
+    """The warps a block of ``block`` classes launches with."""
+    return num_warps_for(block, most=8)
 
 
 def cross_entropy_forward(
@@ -174,8 +220,11 @@ def cross_entropy_forward(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Launch the kernel; return the loss and, if asked, the (scaled) gradient."""
     num_rows, num_classes = logits.shape
-    valid_rows = int((target != ignore_index).sum())  # one host sync
-    grad_scale = 1.0 / valid_rows if reduction == "mean" and valid_rows > 0 else 1.0
+    scale = torch.empty(1, dtype=torch.float32, device=logits.device)
+    fast_launch(target_scale_kernel)[(1,)](
+        target, scale, num_rows, num_classes, ignore_index, MEAN=reduction == "mean",
+        BLOCK_SIZE=TARGET_BLOCK,
+    )
     losses = torch.empty(num_rows, dtype=torch.float32, device=logits.device)
     if compute_grad:
         grad = logits if inplace_grad else torch.empty_like(logits)
@@ -185,15 +234,12 @@ def cross_entropy_forward(
     fast_launch(cross_entropy_forward_kernel)[(num_rows,)](
         logits, logits.stride(0), target, losses, grad,
         grad.stride(0) if compute_grad else 0,
-        num_classes, ignore_index, label_smoothing, grad_scale,
-        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_num_warps(block),
+        num_classes, ignore_index, label_smoothing, scale,
+        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_warps_for_block(block),
     )
-    if reduction == "none":
-        loss = losses
-    elif reduction == "sum":
-        loss = losses.sum()
-    else:  # like torch: 0 / 0 = nan when every row is ignored
-        loss = losses.sum() / valid_rows if valid_rows > 0 else losses.sum() * float("nan")
+    # Each row's loss carries the mean's scale already (nan for a mean over no rows, as
+    # torch gives), so every reduction but "none" is a sum.
+    loss = losses if reduction == "none" else losses.sum()
     return loss.to(logits.dtype), (grad if compute_grad else None)
 
 
@@ -262,7 +308,9 @@ def cross_entropy(
     Matches ``torch.nn.functional.cross_entropy`` for 2-D logits: rows whose target equals
     ``ignore_index`` contribute neither loss nor gradient, ``label_smoothing`` mixes the
     one-hot target with the uniform distribution, and ``reduction`` is ``"mean"`` (over
-    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``.
+    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``. ``target`` holds
+    one class index per row, of any of :data:`TARGET_DTYPES` (int64, int32, int16, int8 or
+    uint8), compared with ``ignore_index`` by value.
 
     When ``logits`` requires a gradient, the forward also computes it (one more pass over
     the logits) into a new ``rows x classes`` buffer that lives until the backward.
@@ -270,9 +318,19 @@ def cross_entropy(
     this when nothing else will read the logits after the loss (the usual case for the
     last layer of a language model). ``block_size`` (a power of two) is the number of
     classes a program reads per step.
+
+    A target outside ``[0, classes)`` (other than ``ignore_index``) raises a ValueError under
+    the interpreter. On a GPU the check would make the host wait for the GPU on every call
+    (torch's own kernel stops the process with a device-side assert instead): there the
+    loss comes out nan (every row's, whatever the reduction) and so does that row's gradient.
     """
     logits = check_tensor("logits", logits, ndim=2)
-    target = check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
+    target = check_tensor("target", target, dtypes=TARGET_DTYPES, ndim=1)
+    # As int64, the kernel's and the checks' type: a narrower target compared with a
+    # negative ignore_index (or a class past its range) would wrap round in its own dtype.
+    # The copy is one integer per row, next to a row of logits.
+    if target.dtype != torch.int64:
+        target = target.long()
     if logits.stride(1) != 1:
         raise ValueError(
             f"logits must have stride 1 along the classes, got strides {logits.stride()}; "
@@ -293,14 +351,18 @@ def cross_entropy(
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not isinstance(inplace_grad, bool):
         raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
-    block_size = check_block_size("block_size", block_size)
-    out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
-    if out_of_range.any():  # a host sync, like torch's own device-side check
-        bad = int(out_of_range.nonzero()[0, 0])
-        raise ValueError(
-            f"target[{bad}] = {int(target[bad])} is not a class index: targets must lie in "
-            f"[0, {num_classes}) or equal ignore_index ({ignore_index})"
-        )
+    block_size = check_block_size("block_size", block_size, num_warps=_warps_for_block,
+                                  per_thread=MAX_ELEMENTS_PER_THREAD_EXP)
+    # On the CPU (the interpreter) a bad target is found here; on a GPU that would make the
+    # host wait for the GPU on every call, so there the kernels turn it into a nan loss.
+    if not target.is_cuda:
+        out_of_range = (target != ignore_index) & ((target < 0) | (target >= num_classes))
+        if out_of_range.any():
+            bad = int(out_of_range.nonzero()[0, 0])
+            raise ValueError(
+                f"target[{bad}] = {int(target[bad])} is not a class index: targets must lie "
+                f"in [0, {num_classes}) or equal ignore_index ({ignore_index})"
+            )
     compute_grad = torch.is_grad_enabled() and logits.requires_grad
     if inplace_grad and compute_grad:
         check_inplace_target(logits)
@@ -308,3 +370,15 @@ def cross_entropy(
         logits, target, ignore_index, float(label_smoothing), reduction, compute_grad,
         inplace_grad, block_size,
     )
+
+
+def _example(device):
+    target = torch.randint(0, 50, (7,), device=device)
+    target[3] = -100
+    return (torch.randn(7, 50, device=device), target), {}
+
+
+# An autograd.Function rather than an Operator: its forward writes the gradient (over the
+# logits with inplace_grad=True), which a PyTorch operator may not do.
+register("cross_entropy", cross_entropy, cross_entropy_reference, example=_example,
+         differentiable=True, compile_safe=False)

@@ -25,6 +25,7 @@ scalars), and for autotuners given a ``pre_hook`` of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -54,9 +55,9 @@ def argument_key(arg: object) -> object:
     """
     kind = type(arg)
     if kind is int:
-        return (arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg < 2**63)
+        return _int_key(arg)
     if isinstance(arg, torch.Tensor):
-        return (arg.dtype, arg.data_ptr() % 16 == 0)
+        return (arg.dtype, arg.data_ptr() & 15 == 0)
     if kind is float or kind is bool or arg is None:
         return kind
     if kind is TensorDescriptor:
@@ -64,11 +65,61 @@ def argument_key(arg: object) -> object:
     raise _Unkeyed(kind)
 
 
+def _int_key(value: int) -> int:
+    """An integer's specialisation as one small int: equal to 1, else a multiple of 16 or
+    not; plus its range (int32, int64, uint64 only)."""
+    key = 1 if value == 1 else 2 if value % 16 == 0 else 3
+    if -2**31 <= value < 2**31:
+        return key
+    return key + 4 if -2**63 <= value < 2**63 else key + 8
+
+
+_Tensor = torch.Tensor
+
+
+def launch_key(args: tuple) -> tuple:
+    """``tuple(map(argument_key, args))``, inlined for the common kinds: this runs on every
+    launch, and a function call per argument costs about as much as the rest of the key."""
+    key = []
+    append = key.append
+    for arg in args:
+        kind = type(arg)
+        if kind is int:
+            if -2**31 <= arg < 2**31 and arg != 1:
+                append(2 if arg % 16 == 0 else 3)
+            else:
+                append(_int_key(arg))
+        elif kind is _Tensor or isinstance(arg, _Tensor):
+            append(arg.dtype)
+            append(arg.data_ptr() & 15 == 0)
+        else:
+            append(argument_key(arg))
+    return tuple(key)
+
+
 def _hooks_idle() -> bool:
     """True when no launch hook (a profiler's) is installed, so none needs calling."""
     runtime = knobs.runtime
-    return all(hook is None or not getattr(hook, "calls", True)
-               for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook))
+    enter, exit_ = runtime.launch_enter_hook, runtime.launch_exit_hook
+    if enter is None and exit_ is None:
+        return True
+    return all(hook is None or not getattr(hook, "calls", True) for hook in (enter, exit_))
+
+
+_DESCRIPTOR_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TensorDescriptor)
+                        if field.default is not dataclasses.MISSING}
+
+
+def unchecked_descriptor(base: torch.Tensor, shape: list[int], strides: list[int],
+                         block_shape: list[int]) -> TensorDescriptor:
+    """``TensorDescriptor(base, shape, strides, block_shape)`` without its constructor's
+    checks (alignment of the base and strides, rank, block shape), for a caller that has
+    made them already: they cost several microseconds per descriptor on every call."""
+    descriptor = object.__new__(TensorDescriptor)
+    descriptor.__dict__.update(_DESCRIPTOR_DEFAULTS)
+    descriptor.base, descriptor.shape, descriptor.strides = base, shape, strides
+    descriptor.block_shape = block_shape
+    return descriptor
 
 
 # Host-side integer arithmetic for grids and block sizes. ``triton.cdiv`` and
@@ -93,8 +144,12 @@ class FastLauncher:
         jit_function = kernel.fn if self.tuned else kernel
         self.arg_names = jit_function.arg_names
         active = driver.active
-        self.current_device, self.current_stream = (active.get_current_device,
-                                                    active.get_current_stream)
+        # torch.cuda.current_device() checks CUDA's initialisation on every call; the
+        # driver's query is that function, so call the query beneath it directly.
+        self.current_device = (torch._C._cuda_getDevice
+                               if active.get_current_device is torch.cuda.current_device
+                               else active.get_current_device)
+        self.current_stream = active.get_current_stream
         self.defaults = {p.name: p.default for p in jit_function.params if p.has_default}
         # The autotuner picks a configuration per value of its key arguments.
         self.tuning_positions = ([self.arg_names.index(name) for name in kernel.keys]
@@ -109,9 +164,9 @@ class FastLauncher:
     def launch(self, grid, args: tuple, kwargs: dict):
         device = self.current_device()
         try:
-            key = (device, knobs.runtime.debug, tuple(map(argument_key, args)),
-                   tuple(kwargs.items()),
-                   tuple(args[i] for i in self.tuning_positions if i < len(args)))
+            key = (device, knobs.runtime.debug, launch_key(args), tuple(kwargs.items()),
+                   tuple([args[i] for i in self.tuning_positions if i < len(args)])
+                   if self.tuned else ())
         except _Unkeyed:
             return self.kernel[grid](*args, **kwargs)
         entry = self.compiled.get(key)
@@ -126,7 +181,8 @@ class FastLauncher:
                 pre_hook({**named, **config})
             if callable(grid):
                 grid = grid(named)
-        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+        size = len(grid)
+        compiled.run(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1,
                      self.current_stream(device), compiled.function,
                      compiled.packed_metadata, None, None, None, *args, *tail)
 

@@ -22,8 +22,12 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .launch import cdiv, fast_launch, next_power_of_2
-from .library import through_operator
+from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocessors,
+                       shared_memory_per_block)
+from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
+from .library import Operator
+from .precision import dot_input_precision
+from .registry import register
 from .runtime import interpreting
 from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
@@ -48,8 +52,17 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 
 
 # Tiles of at least this many outputs are "large": they suit products with enough of them
-# to keep every SM busy several times over (benchmarks/NOTES.md, 2026-11-22 tuning).
+# to keep every SM busy several times over (the H100's tuning picked them only there).
 LARGE_TILE = 128 * 128
+
+
+# float32 only (pruned for 16-bit inputs): three stages leave room for tf32x3's extra parts.
+FLOAT32_ONLY_TILE = (128, 128, 32, 8, 3, 4)
+
+
+def _tile_of(c: triton.Config) -> tuple[int, ...]:  # the tuple _config made c from
+    return (*(c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK"), c.kwargs["GROUP_SIZE_M"],
+            c.num_stages, c.num_warps)
 
 
 def matmul_configs(pre_hook=None) -> list[triton.Config]:
@@ -66,6 +79,7 @@ def matmul_configs(pre_hook=None) -> list[triton.Config]:
         (128, 128, 64, 8, 4, 4),
         (128, 128, 64, 8, 5, 4),
         (128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
+        FLOAT32_ONLY_TILE,
         # smaller tiles with a longer K step, for products too small to fill the GPU with
         # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
         (64, 128, 128, 8, 3, 4),
@@ -87,30 +101,29 @@ def matmul_configs(pre_hook=None) -> list[triton.Config]:
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Before autotuning a new shape, drop the configurations that cannot win there.
 
-    A configuration whose pipeline stages of a and b tiles overflow shared memory cannot
-    run at all (float32 inputs take twice float16's space); a tile taller than M (or wider
-    than N) rounded up to a power of two only computes padding; small tiles lose when large
-    ones already give every SM several tiles; a product of few rows gets tiles of the height
-    :func:`few_rows_tile_height` gives. This keeps the first call of a shape to a few
-    compilations and timings.
+    Stages that overflow shared memory cannot run (float32 takes twice float16's space);
+    a tile taller than M (wider than N) rounded to a power of two computes padding; small
+    tiles lose once large ones give every SM several tiles; few rows get the height of
+    :func:`few_rows_tile_height`. The first call of a shape compiles and times only these.
     """
     M, N = named_args["M"], named_args["N"]
-    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
     a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
     item_size = a.element_size()
+    if item_size != 4:
+        configs = [c for c in configs if _tile_of(c) != FLOAT32_ONLY_TILE]
 
     def staged_bytes(c):  # num_stages copies of an a tile and a b tile
         m, n, k = (c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
         return c.num_stages * (m * k + k * n) * item_size
 
     runnable = [c for c in configs
-                if staged_bytes(c) <= properties.shared_memory_per_block_optin] or configs
+                if staged_bytes(c) <= shared_memory_per_block(a.device)] or configs
     fitting = [c for c in runnable
                if c.kwargs["BLOCK_SIZE_M"] <= max(16, next_power_of_2(M))
                and c.kwargs["BLOCK_SIZE_N"] <= max(32, next_power_of_2(N))]
     large = [c for c in fitting
              if c.kwargs["BLOCK_SIZE_M"] * c.kwargs["BLOCK_SIZE_N"] >= LARGE_TILE]
-    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * properties.multi_processor_count:
+    if large and cdiv(M, 128) * cdiv(N, 128) >= 4 * multiprocessors(a.device):
         return large
     tall = [c for c in fitting if c.kwargs["BLOCK_SIZE_M"] == few_rows_tile_height(M)]
     return tall or fitting or runnable
@@ -119,14 +132,11 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
 def few_rows_tile_height(M: int) -> int:
     """The tile height for a product of 33-256 rows (0, no rule, for any other M).
 
-    With so few rows, the autotuner's own timing (``do_bench``: each call alone, after a
-    256 MiB write that empties L2) prefers tiles that, timed back to back on fresh inputs
-    as the calls of a network run, are slower than tiles as tall as the product (65-128
-    rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
-    slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
-    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, with
-    ``benchmarks/tune.py matmul_picks``, for the pointer kernel; the descriptor kernel takes
-    the same rule, not measured on its own. See benchmarks/NOTES.md.
+    With so few rows the autotuner's own timing (each call alone, after emptying L2) picks
+    tiles that run 17-29% (64-128 rows: 32 x 128 tiles, which read each column of b several
+    times) and 2-16% (192-256 rows) slower, timed back to back on fresh inputs as a network
+    calls them, than tiles as tall as the product (65-128 rows) or 64 rows tall (H100,
+    float16 and bfloat16, the pointer kernel; the descriptor kernel takes the same rule).
     """
     if 64 < M <= 128:
         return 128
@@ -183,7 +193,8 @@ def tile_pointers(
 
 # The layout is in the key: each layout compiles to its own kernel, tuned on its own.
 @triton.autotune(configs=matmul_configs(),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN",
+                      "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -203,6 +214,7 @@ def matmul_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
+    INPUT_PRECISION: tl.constexpr = "tf32",  # tl.dot's for float32 (triton_guide.precision)
 ):
     # The launcher proved the length of a's rows (K) a multiple of A_ALIGN, and so on:
     # see A_ALIGN, B_ALIGN and C_ALIGN. Written like this, the compiler can see it too
@@ -245,7 +257,7 @@ def matmul_kernel(
         k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
         a_ptrs += step_ak
         b_ptrs += step_bk
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
@@ -290,7 +302,7 @@ def descriptor_tile(desc, row, col, COLUMNS: tl.constexpr):
 
 
 @triton.autotune(configs=matmul_configs(pre_hook=_set_tile_shapes),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_tma_kernel(
@@ -306,6 +318,7 @@ def matmul_tma_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1 (only c's are computed)
+    INPUT_PRECISION: tl.constexpr = "tf32",  # as in matmul_kernel
 ):
     # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches
     # whole tiles into shared memory, and returns zeros past every edge of a and b, so there
@@ -318,7 +331,7 @@ def matmul_tma_kernel(
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         a = descriptor_tile(a_desc, pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K, A_COLUMNS)
         b = descriptor_tile(b_desc, k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N, B_COLUMNS)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
@@ -342,29 +355,74 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
 
     Inputs may have any strides (a transposed view works as is). The result has the inputs'
-    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
-    tensor cores as tf32, Triton's default for ``tl.dot``.
+    dtype; products are accumulated in float32. float32 inputs follow PyTorch's float32
+    matmul setting (:mod:`triton_guide.precision`): under "highest", its default, about
+    float32's accuracy (``tl.dot`` as "tf32x3"); under "high" or "medium", TF32, faster.
     """
     a, b = check_pair(a, b)
-    if through_operator(a, b):  # autograd or torch.compile: see triton_guide.library
-        return _matmul_op(a, b)
+    return _matmul(a, b)
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Every decision below (which kernel, copies, the split, c's width) follows from what
+    # the key holds; a loop that multiplies matrices of one layout makes them once.
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS,
+           dot_input_precision(a.dtype))  # PyTorch's float32 setting may change any time
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        plan = _plans[key] = _plan(a, b)
+    if plan is not None:
+        return plan(a, b)
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors=descriptors)
 
 
-# Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
-# (benchmarks/tune.py matmul_paths, 50 products, NOTES.md twelfth session): descriptors ran
-# level with pointers or ahead in every layout and at every size, 1 row to 8192, furthest
-# ahead where the pointer kernel reads b down its columns; the largest gap the other way,
-# 3%. float32 (tf32) takes the same rule, checked by the tests but not timed.
+MAX_PLANS = 512
+_plans: dict[tuple, object] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor):
+    """For inputs that the descriptor kernel reads as they are, in one launch: a function
+    ``(a, b) -> a @ b`` with every launch argument but the tensors worked out now (what
+    :func:`product` works out on each call). None for any other case."""
+    a_in, b_in, descriptors = kernel_inputs(a, b)
+    (M, K), N = a.shape, b.shape[1]
+    if not descriptors or a_in is not a or b_in is not b or default_split(a, N, K):
+        return None
+    width = output_width(M, N, K, a.element_size())
+    constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
+                     C_ALIGN=alignment(width),
+                     INT64_OFFSETS=needs_int64_offsets(a, b, largest_index=M * width - 1),
+                     INPUT_PRECISION=dot_input_precision(a.dtype))
+    return functools.partial(_tma_product, width=width, constants=constants)
+
+
+def _tma_product(a: torch.Tensor, b: torch.Tensor, width: int, constants: dict) -> torch.Tensor:
+    """``a @ b`` by one launch of :func:`matmul_tma_kernel`, writing c in rows ``width``
+    long (see :func:`output_width`); ``constants``: its other keyword arguments."""
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
+
+    def grid(meta):
+        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
+
+    fast_launch(matmul_tma_kernel)[grid](
+        descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
+    return c if width == N else c[:, :N].contiguous()
+
+
+# On the H100 (50 float16 and bfloat16 products, GPU time) descriptors ran level or ahead of
+# pointers in every layout and size, 1 row to 8192 (the largest gap the other way, 3%).
 def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """What :func:`matmul` hands its kernel for ``a @ b``: ``(a, b, descriptors)``.
 
     On a GPU with TMA (and under the interpreter), :func:`matmul_tma_kernel` reads a and b
     through descriptors, after :func:`row_aligned` copies of any that a descriptor cannot
-    read (a start or rows off 16-byte boundaries, or no stride of 1), unless the product
-    is too small to repay the copies
-    (:func:`product` may pad c's rows too: see :func:`output_width`).
+    read (a start or rows off 16-byte boundaries, or no stride of 1) unless the product is
+    too small to repay them (:func:`product` may pad c's rows too: :func:`output_width`).
     Otherwise :func:`matmul_kernel` reads them through pointers, as they are or as their
     :func:`aligned_copies` (see :func:`aligned_if_worth_it`).
     """
@@ -388,14 +446,12 @@ def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor,
 
 def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
             split: int | None = None) -> torch.Tensor:
-    """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which
-    :func:`descriptor_ready` must allow) or :func:`matmul_kernel`, for inputs
-    :func:`matmul` has checked: the launch, without the choice of kernel.
+    """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which :func:`descriptor_ready`
+    must allow) or :func:`matmul_kernel`, for checked inputs: the launch, the kernel chosen.
 
-    ``split``: the descriptor kernel's first row in TAIL_TILE tiles, launched after the rows
-    above it in WAVE_TILE tiles (0: one autotuned launch); by default
-    :func:`default_split` decides. A split needs the descriptor kernel, 16-bit inputs and
-    a row that is a multiple of WAVE_TILE's height inside the product."""
+    ``split``: the first row of c in TAIL_TILE tiles, launched after the rows above it in
+    WAVE_TILE tiles (0: one autotuned launch; by default :func:`default_split` decides); it
+    needs the descriptor kernel, 16-bit inputs and a multiple of WAVE_TILE's height."""
     M, K = a.shape
     N = b.shape[1]
     if descriptors and split is None:
@@ -405,23 +461,21 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
     # b's last column its descriptor reads zeros, so the padding columns hold zeros.
     width = output_width(M, N, K, a.element_size()) if descriptors else N
-    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
-
-    def grid(meta):
-        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
-
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
-                  INT64_OFFSETS=needs_int64_offsets(a, b, c))
+                  INT64_OFFSETS=needs_int64_offsets(a, b, largest_index=M * width - 1),
+                  INPUT_PRECISION=dot_input_precision(a.dtype))
+    if descriptors and not split:
+        return _tma_product(a, b, width, dict(A_COLUMNS=stored_by_columns(a),
+                                              B_COLUMNS=stored_by_columns(b), **common))
+    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
     if descriptors:
-        if split:
-            _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
-            _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
-        else:
-            fast_launch(matmul_tma_kernel)[grid](
-                descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1),
-                A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b), **common)
+        _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
+        _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
     else:
         (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
+        def grid(meta):
+            return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
+
         fast_launch(matmul_kernel)[grid](
             a, b, c, M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -430,24 +484,13 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     return c if width == N else c[:, :N].contiguous()
 
 
-# The last wave. An H100 SM runs one 128 x 256 program at a time (8 warps; three stages
-# of a and b tiles take 144 KiB of shared memory), so T such tiles run in ceil(T / SMs)
-# waves, and a last wave of a few tiles leaves most SMs idle while it runs: 3072^3 is 288
-# tiles on 132 SMs, two full waves and 24 tiles. Computing the rows of that last wave in
-# 128 x 64 tiles instead, by a second launch, took 3072^3 from 0.82x cuBLAS (the
-# autotuner's one launch) to 0.91x in float16 and from 0.79x to 0.89x in bfloat16; after 3
-# and 4 full waves (4096 x 3328 x 4096, 4096 x 4352 x 4096) it gained 4-11%. After one
-# full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
-# it lost. It was measured only where N and K are multiples of the large tile; the ragged
-# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns:
-# benchmarks/tune.py matmul_last_wave, NOTES.md fourteenth session.) Two limits: at 3072 x
-# 3072 with K = 1024 or 8192 the split and one launch measured level (0.81-0.85x both,
-# tune.py matmul_row_split), so the gain is not the same at every K; and the host pays
-# for two more descriptors and a second launch, 45 us more per call in float16 and 111 in
-# bfloat16 on the H100's host (medians of three noisy rounds), which a program that waits
-# for each product sees (3072^3 as called went from 0.78x to 0.50x cuBLAS). Only on Hopper
-# GPUs, where it was measured and where 144 KiB of stages fit an SM (an RTX 50-series GPU
-# has TMA but about 99 KiB per program).
+# The last wave. An H100 SM runs one 128 x 256 program at a time (three stages take 144 KiB
+# of shared memory), so a last wave of a few tiles leaves most SMs idle: 3072^3 is 288 tiles
+# on 132 SMs, two full waves and 24 tiles. Its rows in 128 x 64 tiles by a second launch took
+# 3072^3 from 0.82x to 0.91x cuBLAS in float16 (0.79x to 0.89x in bfloat16), gained 4-11%
+# after 3 and 4 full waves, nothing after one, and lost where the last wave was fuller
+# (2816^3: 83%) or ragged (4095 x 4097 x 4093: 7%) (H100, GPU time). The second launch costs
+# the host 45-111 us per call. Hopper only: 144 KiB of stages fit its SMs (not an RTX 50's).
 WAVE_TILE = (128, 256, 64, 8, 3, 8)  # BLOCK_SIZE_M, _N, _K, GROUP_SIZE_M, stages, warps
 TAIL_TILE = (128, 64, 64, 8, 4, 4)
 MAX_TAIL_SHARE = 0.25  # split only where the last wave fills at most this share of the SMs
@@ -512,10 +555,8 @@ def _tile_launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
 def output_width(M: int, N: int, K: int, item_size: int) -> int:
     """The row length :func:`matmul_tma_kernel` writes c in: N, or, where N values are not a
     multiple of 16 bytes and the product is large enough to repay one more copy, N rounded
-    up to one. Rows that start off a 16-byte boundary can only be stored one value at a
-    time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
-    4104 long (benchmarks/NOTES.md, twelfth session); copying out the 4097 columns costs
-    far less than the difference."""
+    up to one. Rows that start off a 16-byte boundary are stored one value at a time: on the
+    H100 4095 x 4097 x 4093 float16 took 488 us that way, 245 us into rows 4104 long."""
     return padded_length(N, item_size) if repays_copies(M, N, K) else N
 
 
@@ -523,10 +564,6 @@ def padded_length(length: int, item_size: int) -> int:
     """``length`` values of ``item_size`` bytes, rounded up to fill a multiple of 16 bytes."""
     per_boundary = TMA_ALIGNMENT // item_size
     return cdiv(length, per_boundary) * per_boundary
-
-
-# A tensor descriptor (TMA) needs its base and its row stride to be multiples of 16 bytes.
-TMA_ALIGNMENT = 16
 
 
 def descriptor_ready(x: torch.Tensor) -> bool:
@@ -557,46 +594,13 @@ def row_aligned(x: torch.Tensor) -> torch.Tensor:
     return buffer[:, :cols]
 
 
-def has_tma(device: torch.device) -> bool:
-    """Whether ``device`` has the TMA copy engine (compute capability 9.0 or higher). Older
-    GPUs would run :func:`matmul_tma_kernel` with descriptors turned back into pointers by
-    Triton, a variant never measured; they keep :func:`matmul_kernel`. Under the
-    interpreter, True: its descriptors are tested there like any other code (the tests
-    also run the pointer kernel there, by turning this off)."""
-    if interpreting():
-        return True
-    return compute_capability(device)[0] >= 9
-
-
-def compute_capability(device: torch.device) -> tuple[int, int]:
-    """``torch.cuda.get_device_capability(device)``, asked of torch once per GPU: matmul
-    needs it on every call, and torch's query took 3-6 us of an H100 host's time."""
-    return _capability_of(device.index if device.index is not None
-                          else torch.cuda.current_device())
-
-
-@functools.cache
-def _capability_of(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-def multiprocessors(device: torch.device) -> int:
-    """The GPU's number of SMs, asked of torch once per GPU (as :func:`compute_capability`)."""
-    return _multiprocessors_of(device.index if device.index is not None
-                               else torch.cuda.current_device())
-
-
-@functools.cache
-def _multiprocessors_of(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def descriptor(x: torch.Tensor) -> TensorDescriptor:
     """A tensor descriptor over ``x`` (over ``x.t()`` if x is stored column by column), with
     a placeholder tile shape: the autotuner's pre-hook sets each configuration's."""
     if stored_by_columns(x):
         x = x.t()
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), [16, 16])
+    # kernel_inputs has checked that TMA can read x (descriptor_ready).
+    return unchecked_descriptor(x, list(x.shape), list(x.stride()), [16, 16])
 
 
 def alignment(*values: int) -> int:
@@ -608,11 +612,10 @@ def alignment(*values: int) -> int:
 
 
 # Below this many FLOPs (0.067 GFLOP) matmul copies nothing (aligned_copies, row_aligned,
-# or c in padded rows). Measured on the H100 for aligned_copies and the pointer kernel:
-# copying was 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387. The copies of
-# the descriptor path won in GPU time at every size measured, down to 127 x 129 x 131, but
-# each is one more launch for the host, whose time decides at these sizes; so the threshold
-# stayed. benchmarks/matmul_copy_threshold.py, benchmarks/NOTES.md (twelfth session).
+# or c in padded rows). On the H100 (GPU time, cold L2) aligned copies for the pointer kernel
+# were 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387; the descriptor path's
+# copies won in GPU time down to 127 x 129 x 131, but each is one more launch for the host,
+# whose time decides at these sizes.
 COPY_MIN_FLOPS = 2**26
 
 
@@ -667,14 +670,7 @@ def aligned_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torc
     return a, b
 
 
-@torch.library.custom_op("triton_guide::matmul", mutates_args=())
-def _matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return matmul(a, b)
-
-
-@_matmul_op.register_fake
-def _(a, b):
+def _fake(a, b):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
 
 
@@ -683,13 +679,22 @@ def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _matmul_grad(ctx, grad_c):
+def _grad(ctx, grad_c):
     # c = a @ b, so dL/da = dL/dc @ b^T and dL/db = a^T @ dL/dc: two more matmuls, with
-    # transposed views (no copies). They go through the operator, so they differentiate too.
+    # transposed views (no copies). They go through the op again, so they differentiate too.
     a, b = ctx.saved_tensors
-    grad_a = _matmul_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = _matmul_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    grad_a = _matmul(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = _matmul(a.t(), grad_c) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b
 
 
-_matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)
+# Autograd and torch.compile: see triton_guide.library.
+_matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)
+
+
+def _example(device):
+    return (torch.randn(21, 16, device=device), torch.randn(16, 9, device=device)), {}
+
+
+register("matmul", matmul, matmul_reference, example=_example, differentiable=True,
+         compile_safe=True)

@@ -27,7 +27,6 @@ this module never times anything.
 
 from __future__ import annotations
 
-import ast
 import datetime
 import hashlib
 import json
@@ -37,6 +36,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from .page_imports import PackageImports
 
 SCHEMA = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -80,80 +81,13 @@ def short_gpu_name(name: str) -> str:
 # -- kernel source -------------------------------------------------------------------------
 
 
-def _module_path(dotted: str, package_dir: Path) -> Path | None:
-    base = package_dir.joinpath(*dotted.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _exported_names(package_dir: Path) -> dict[str, str]:
-    """Names the package's ``__init__`` re-exports, mapped to the module that defines them."""
-    tree = ast.parse((package_dir / "__init__.py").read_text())
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
-            for alias in node.names:
-                names[alias.asname or alias.name] = node.module
-    return names
-
-
-def _imported_modules(tree: ast.AST, package: str, exported: dict[str, str], *,
-                      inside_package: bool) -> set[str]:
-    """Dotted names (relative to the package) of the package modules a source imports."""
-    found: set[str] = set()
-    aliases: set[str] = set()  # local names bound to the package itself
-
-    def from_package(name: str) -> str:
-        return exported.get(name, name)
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if inside_package and node.level == 1:
-                if node.module:
-                    found.add(node.module)
-                else:
-                    found.update(alias.name for alias in node.names)
-            elif node.level == 0 and node.module == package:
-                found.update(from_package(alias.name) for alias in node.names)
-            elif node.level == 0 and node.module and node.module.startswith(package + "."):
-                found.add(node.module[len(package) + 1:])
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == package:
-                    aliases.add(alias.asname or package)
-                elif alias.name.startswith(package + "."):
-                    found.add(alias.name[len(package) + 1:])
-                    if alias.asname is None:
-                        aliases.add(package)
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in aliases):
-            found.add(from_package(node.attr))
-    return found
-
-
 def kernel_modules(page_source: str, package_dir: Path = PACKAGE_DIR) -> list[str]:
     """The package modules whose source counts as the page's kernel source (module
-    docstring), as paths relative to the package's parent, e.g. ``triton_guide/softmax.py``.
+    docstring), as paths relative to the package's parent, e.g. ``triton_guide/softmax.py``:
+    what :mod:`triton_guide.page_imports` finds the page using, less :data:`MACHINERY`.
     """
-    package = package_dir.name
-    exported = _exported_names(package_dir)
-    pending = _imported_modules(ast.parse(page_source), package, exported, inside_package=False)
-    seen: dict[str, Path] = {}
-    while pending:
-        dotted = pending.pop()
-        if dotted in seen or dotted.split(".")[-1] in MACHINERY:
-            continue
-        path = _module_path(dotted, package_dir)
-        if path is None:  # a function re-exported under a name we could not map: not a module
-            continue
-        seen[dotted] = path
-        inner = _imported_modules(ast.parse(path.read_text()), package, exported,
-                                  inside_package=True)
-        pending |= inner - set(seen)
-    return sorted(str(p.relative_to(package_dir.parent)) for p in seen.values())
+    files = PackageImports(package_dir).used_by(page_source, exclude=MACHINERY)
+    return [str(path.relative_to(Path(package_dir).resolve().parent)) for path in files]
 
 
 def kernel_source(page_source: str, package_dir: Path = PACKAGE_DIR) -> dict:
@@ -275,11 +209,12 @@ def save(record: dict, directory: Path | None = None) -> Path:
     return path
 
 
-def load(key: str, directory: Path | None = None) -> list[dict]:
-    """Every GPU's record of page ``key``, ordered by GPU slug."""
+def load(key: str | None, directory: Path | None = None) -> list[dict]:
+    """Every GPU's record of page ``key``, ordered by GPU slug (``key=None``: of every page,
+    in path order), each checked to be of the current schema."""
     directory = directory or results_dir()
     records = []
-    for path in sorted(directory.glob(f"*/{key}.json")):
+    for path in sorted(directory.glob(f"*/{key or '*'}.json")):
         record = json.loads(path.read_text())
         if record.get("schema") != SCHEMA:
             raise ValueError(f"{path}: schema {record.get('schema')!r}, expected {SCHEMA}; "

@@ -21,28 +21,66 @@ import torch
 _log = logging.getLogger("triton_guide")
 T = TypeVar("T")
 
-# The decision is taken once, at import, before any ``@triton.jit`` function is defined:
-# ``triton.jit`` reads TRITON_INTERPRET when it decorates a function.
+# The decision is taken once, at import. ``triton.jit`` reads TRITON_INTERPRET each time it
+# decorates a function, so every kernel defined after this runs as the mode says.
 _REQUESTED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 _HAS_GPU = torch.cuda.is_available()
 _INTERPRETING = _REQUESTED or not _HAS_GPU
 
-if _INTERPRETING and not _REQUESTED:
-    if "triton" in sys.modules:
-        # Triton's own library functions (tl.max, tl.sum, tl.softmax, ...) were decorated
-        # for the GPU when triton was imported; an interpreted kernel that calls them fails.
-        _log.warning(
-            "triton_guide: triton was imported before triton_guide, with no GPU here; "
-            "kernels that call tl.max, tl.sum or other Triton library functions will fail "
-            "with \"Cannot call @triton.jit'd outside of the scope of a kernel\". Import "
-            "triton_guide first, or set TRITON_INTERPRET=1 before starting Python."
-        )
+
+def _interpret_imported_triton() -> int:
+    """Make the Triton library functions that were decorated before TRITON_INTERPRET was
+    set (``tl.max``, ``tl.sum``, ``tl.softmax``, ... when triton was imported first) run in
+    the interpreter, as they would had it been set then; return how many were converted.
+
+    ``triton.jit`` made each of them a ``JITFunction``, which only a compiled kernel can
+    call ("Cannot call @triton.jit'd outside of the scope of a kernel"); under
+    TRITON_INTERPRET it makes an ``InterpretedFunction`` of the same Python function. This
+    swaps one for the other wherever the library keeps them: in the namespaces of the
+    ``triton.language`` modules, and on ``tl.tensor`` for those that are also methods
+    (``x.sum()``), where, as Triton does for a function that is not a ``JITFunction``, a
+    plain function forwards the call. A kernel of the caller's own, decorated before
+    triton_guide was imported, stays a ``JITFunction``: define kernels after the import."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    # id -> (the JITFunction, kept alive so that its id stays its own; its replacement)
+    converted: dict[int, tuple[JITFunction, InterpretedFunction]] = {}
+
+    def interpreted(value):
+        if type(value) is not JITFunction:  # not autotuners or heuristics, which wrap one
+            return None
+        if id(value) not in converted:
+            converted[id(value)] = (value, InterpretedFunction(value.fn))
+        return converted[id(value)][1]
+
+    modules = [module for name, module in list(sys.modules.items())
+               if module is not None and (name == "triton.language"
+                                          or name.startswith("triton.language."))]
+    for module in modules:
+        for name, value in list(vars(module).items()):
+            function = interpreted(value)
+            if function is not None:
+                setattr(module, name, function)
+    core = sys.modules.get("triton.language.core")
+    for name, value in list(vars(core.tensor).items()) if core is not None else []:
+        function = interpreted(value)
+        if function is not None:
+            setattr(core.tensor, name, lambda *args, _function=function, **kwargs:
+                    _function(*args, **kwargs))
+    return len(converted)
+
+
+if _INTERPRETING:
     os.environ["TRITON_INTERPRET"] = "1"
-    _log.warning(
-        "triton_guide: no CUDA GPU found, so kernels run in the Triton interpreter "
-        "(TRITON_INTERPRET=1) on the CPU, with small problem sizes; timings are not "
-        "performance."
-    )
+    if "triton.language" in sys.modules:  # triton was imported first
+        _interpret_imported_triton()
+    if not _REQUESTED:
+        _log.warning(
+            "triton_guide: no CUDA GPU found, so kernels run in the Triton interpreter "
+            "(TRITON_INTERPRET=1) on the CPU, with small problem sizes; timings are not "
+            "performance."
+        )
 
 
 def _release(version: str) -> tuple[int, int]:

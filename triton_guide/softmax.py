@@ -14,18 +14,25 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
-from .library import refuse_double_backward, through_operator
-from .validation import check_block_size, check_tensor, needs_int64_offsets
+from .library import Operator
+from .registry import register
+from .validation import (
+    MAX_ELEMENTS_PER_THREAD_EXP,
+    check_block_size,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
 # At 32768 fp32 elements a row is 128 KiB, held in the registers of 32 warps. Measured on an
-# H100 (benchmarks/NOTES.md), 2048 x 32768 float32 ran 2874 GB/s in one pass against 1933
+# H100, 2048 x 32768 float32 ran 2874 GB/s in one pass against 1933
 # for the online kernel's two reads; at 65536 the one-pass tile no longer fits.
 MAX_ONE_PASS_BLOCK = 32768
 # Elements per program the one-pass kernel aims for when rows are short: rows of 128 are
 # taken 16 to a program. One 128-element row per program left 0.58-0.69x torch's speed
-# (H100, benchmarks/NOTES.md); tiles of 2048-8192 elements came within a few percent of the
+# (H100); tiles of 2048-8192 elements came within a few percent of the
 # best tile for every short-row shape measured.
 ONE_PASS_TILE = 2048
 # Columns the online kernel reads per step.
@@ -179,18 +186,6 @@ def softmax_backward_kernel(
         tl.store(grad_input_row + start + cols, y * (dy - row_dot), mask=mask)
 
 
-def _num_warps(block_size: int) -> int:
-    # More warps for wider rows keep the per-thread register load bounded (H100: 32 warps
-    # for 32768-element rows, 16 for 16384; benchmarks/NOTES.md).
-    if block_size >= 32768:
-        return 32
-    if block_size >= 16384:
-        return 16
-    if block_size >= 2048:
-        return 8
-    return 4
-
-
 def one_pass_rows(block_size: int) -> int:
     """Rows per program for the one-pass kernel: enough for :data:`ONE_PASS_TILE` elements."""
     return max(1, ONE_PASS_TILE // block_size)
@@ -225,12 +220,16 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     if block_size is not None and method != "online":
         raise ValueError("block_size applies to method='online' only")
     if method == "online":
-        block_size = ONLINE_BLOCK if block_size is None else check_block_size("block_size", block_size)
+        block_size = (ONLINE_BLOCK if block_size is None
+                      else check_block_size("block_size", block_size, num_warps=num_warps_for,
+                                           per_thread=MAX_ELEMENTS_PER_THREAD_EXP))
     else:
         block_size = one_pass_block
-    if through_operator(x):
-        return _softmax_op(x, method, block_size)
+    return _softmax(x, method, block_size)
 
+
+def _launch(x: torch.Tensor, method: str, block_size: int) -> torch.Tensor:
+    num_cols = x.shape[-1]
     rows = x.reshape(-1, num_cols)  # a view when the strides allow, else a copy
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     out_rows = out.view(-1, num_cols)
@@ -241,13 +240,13 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
         block_rows = one_pass_rows(block_size)
         fast_launch(softmax_kernel)[(cdiv(num_rows, block_rows),)](
             rows, out_rows, *strides, num_rows, num_cols, BLOCK_ROWS=block_rows,
-            BLOCK_SIZE=block_size, num_warps=_num_warps(block_rows * block_size),
+            BLOCK_SIZE=block_size, num_warps=num_warps_for(block_rows * block_size),
             INT64_OFFSETS=int64_offsets,
         )
     else:
         fast_launch(softmax_online_kernel)[(num_rows,)](
             rows, out_rows, *strides, num_cols, BLOCK_SIZE=block_size,
-            num_warps=_num_warps(block_size), INT64_OFFSETS=int64_offsets,
+            num_warps=num_warps_for(block_size), INT64_OFFSETS=int64_offsets,
         )
     return out
 
@@ -266,34 +265,21 @@ def softmax_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     fast_launch(softmax_backward_kernel)[(out_rows.shape[0],)](
         out_rows, grad_out_rows, grad_in, out_rows.stride(0),
         grad_out_rows.stride(0), grad_out_rows.stride(1), num_cols,
-        BLOCK_SIZE=block_size, num_warps=_num_warps(block_size),
+        BLOCK_SIZE=block_size, num_warps=num_warps_for(block_size),
         INT64_OFFSETS=needs_int64_offsets(out_rows, grad_out_rows),
     )
     return grad_in
 
 
-# Registered as PyTorch operators, so that autograd records the call and torch.compile
-# treats it as one opaque node with a known output shape (the "fake" implementation).
-@torch.library.custom_op("triton_guide::softmax", mutates_args=())
-def _softmax_op(x: torch.Tensor, method: str, block_size: int) -> torch.Tensor:
-    with torch.no_grad():
-        if method == "online":
-            return softmax(x, method=method, block_size=block_size)
-        return softmax(x, method=method)
-
-
-@_softmax_op.register_fake
-def _(x, method, block_size):
+def _fake(x, method, block_size):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-@torch.library.custom_op("triton_guide::softmax_backward", mutates_args=())
-def _softmax_backward_op(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+def _launch_backward(out: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     return softmax_backward(out, grad_out)
 
 
-@_softmax_backward_op.register_fake
-def _(out, grad_out):
+def _fake_backward(out, grad_out):
     return torch.empty(out.shape, dtype=out.dtype, device=out.device)
 
 
@@ -301,10 +287,22 @@ def _save_output(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
-def _softmax_grad(ctx, grad_out):
+def _grad(ctx, grad_out):
     (out,) = ctx.saved_tensors
-    return _softmax_backward_op(out, grad_out), None, None
+    return _softmax_backward(out, grad_out), None, None
 
 
-_softmax_op.register_autograd(_softmax_grad, setup_context=_save_output)
-refuse_double_backward(_softmax_backward_op, "softmax")
+# Autograd and torch.compile: see triton_guide.library. The backward kernel has no
+# derivative of its own: a second backward through it raises.
+_softmax_backward = Operator("softmax_backward", _launch_backward, fake=_fake_backward,
+                             refuse_name="softmax")
+_softmax = Operator("softmax", _launch, fake=_fake, backward=_grad,
+                    setup_context=_save_output)
+
+
+def _example(device):
+    return (torch.randn(5, 33, device=device) * 3,), {}
+
+
+register("softmax", softmax, softmax_reference, example=_example, differentiable=True,
+         compile_safe=True)

@@ -6,13 +6,18 @@ import torch
 import triton
 import triton.language as tl
 
-from .library import through_operator
+from .launch import cdiv, fast_launch, next_power_of_2
+from .library import Operator
+from .registry import register
 from .validation import (
+    DEFAULT_NUM_WARPS,
     MAX_BLOCK_ELEMENTS,
     MAX_GRID_AXIS_1,
     check_block_size,
+    check_elements_per_thread,
     check_grid_axis,
     check_tensor,
+    max_block_size,
     needs_int64_offsets,
 )
 
@@ -65,39 +70,49 @@ def transpose(x: torch.Tensor, *, block_rows: int = 32, block_cols: int = 32) ->
             f"{block_rows * block_cols} elements, but a Triton block holds at most "
             f"{MAX_BLOCK_ELEMENTS}; make the product {MAX_BLOCK_ELEMENTS} or less"
         )
+    check_elements_per_thread(
+        f"a tile of block_rows x block_cols = {block_rows} x {block_cols}",
+        block_rows * block_cols, DEFAULT_NUM_WARPS,
+        f"make the product {max_block_size(DEFAULT_NUM_WARPS)} or less",
+    )
     check_grid_axis(
         "x", triton.cdiv(x.shape[1], block_cols),
         f"pass a larger block_cols (x has {x.shape[1]} columns)",
     )
-    if through_operator(x):  # autograd or torch.compile: see triton_guide.library
-        return _transpose_op(x, block_rows, block_cols)
+    return _transpose(x, block_rows, block_cols)
+
+
+def _launch(x: torch.Tensor, block_rows: int, block_cols: int) -> torch.Tensor:
     num_rows, num_cols = x.shape
     out = torch.empty((num_cols, num_rows), dtype=x.dtype, device=x.device)
-    grid = (triton.cdiv(num_rows, block_rows), triton.cdiv(num_cols, block_cols))
-    transpose_kernel[grid](
+    grid = (cdiv(num_rows, block_rows), cdiv(num_cols, block_cols))
+    fast_launch(transpose_kernel)[grid](
         x, out, num_rows, num_cols, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
         BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64_OFFSETS=needs_int64_offsets(x, out),
     )
     return out
 
 
-@torch.library.custom_op("triton_guide::transpose", mutates_args=())
-def _transpose_op(x: torch.Tensor, block_rows: int, block_cols: int) -> torch.Tensor:
-    with torch.no_grad():
-        return transpose(x, block_rows=block_rows, block_cols=block_cols)
-
-
-@_transpose_op.register_fake
-def _(x, block_rows, block_cols):
+def _fake(x, block_rows, block_cols):
     return torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device)
 
 
-def _transpose_grad(ctx, grad_out):
+def _grad(ctx, grad_out):
     # The gradient of a transpose is the transpose of the gradient. grad_out has as many
     # columns as x had rows: widen the tiles so that grid axis 1 stays within its limit.
-    block_cols = max(32, triton.next_power_of_2(triton.cdiv(grad_out.shape[1], MAX_GRID_AXIS_1)))
-    block_rows = min(32, MAX_BLOCK_ELEMENTS // block_cols)
-    return _transpose_op(grad_out, block_rows, block_cols), None, None
+    block_cols = max(32, next_power_of_2(cdiv(grad_out.shape[1], MAX_GRID_AXIS_1)))
+    block_rows = min(32, max(1, max_block_size(DEFAULT_NUM_WARPS) // block_cols))
+    return _transpose(grad_out, block_rows, block_cols), None, None
 
 
-_transpose_op.register_autograd(_transpose_grad)
+# Autograd and torch.compile: see triton_guide.library. The backward is the op again, so
+# it differentiates too.
+_transpose = Operator("transpose", _launch, fake=_fake, backward=_grad)
+
+
+def _example(device):
+    return (torch.randn(19, 40, device=device),), {}
+
+
+register("transpose", transpose, transpose_reference, example=_example,
+         differentiable=True, compile_safe=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +30,15 @@ def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
+# Looked up once: check_tensor runs for every tensor argument of every call, and on a GPU
+# host each attribute lookup through the torch namespace costs a fraction of a microsecond.
+_is_compiling = torch.compiler.is_compiling
+_is_batched = torch._C._functorch.is_batchedtensor
+_STRIDED = torch.strided
+_ON_GPU = not interpreting()
+_current_cuda_device = torch._C._cuda_getDevice if _ON_GPU else None
+
+
 def check_tensor(
     name: str,
     value: object,
@@ -48,8 +57,8 @@ def check_tensor(
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     # Under torch.compile the tensors are stand-ins without these properties (and Dynamo
     # cannot trace the queries); the compiled graph resolves neg and conj bits itself.
-    if not torch.compiler.is_compiling():
-        if torch._C._functorch.is_batchedtensor(value):
+    if not _is_compiling():
+        if _is_batched(value):
             raise TypeError(
                 f"{name} is a batched tensor from torch.func.vmap, which the Triton kernels "
                 f"cannot read: call the op outside vmap on the whole batch (ops that take "
@@ -58,10 +67,11 @@ def check_tensor(
         if value.is_neg() or value.is_conj():
             value = value.resolve_neg().resolve_conj()
         index = value.get_device()  # -1 on the CPU
-        if index >= 0 and index != torch.cuda.current_device():
+        if index >= 0 and _ON_GPU and index != _current_cuda_device():
+            current = _current_cuda_device()
             raise ValueError(
                 f"{name} is on {value.device}, but kernels launch on the current device, "
-                f"cuda:{torch.cuda.current_device()}: call the op inside "
+                f"cuda:{current}: call the op inside "
                 f"`with torch.cuda.device({name}.device):`, or torch.cuda.set_device first"
             )
     if value.is_nested:
@@ -69,28 +79,29 @@ def check_tensor(
             f"{name} is a nested tensor, which has no single strided layout for a kernel to "
             f"read: pass {name}.to_padded_tensor(0.0), or call the op once per component"
         )
-    if value.layout != torch.strided:
+    if value.layout is not _STRIDED:
         raise TypeError(
             f"{name} has layout {value.layout}; the kernels read dense strided memory: "
             f"pass {name}.to_dense()"
         )
-    expected_device = device()
-    device_type = value.device.type
-    if device_type == "meta":
-        raise ValueError(
-            f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
-            f"read it; create it with data on {expected_device.type} instead "
-            f"(for example torch.randn(..., device='{expected_device.type}'))"
-        )
-    if device_type != expected_device.type:
-        mode = "the Triton interpreter" if interpreting() else "the GPU"
+    if value.is_cuda if _ON_GPU else value.is_cpu:
+        pass  # the device the kernels run on
+    else:
+        expected_device = device()
+        if value.is_meta:
+            raise ValueError(
+                f"{name} is on meta: a meta tensor has a shape but no data, so no kernel can "
+                f"read it; create it with data on {expected_device.type} instead "
+                f"(for example torch.randn(..., device='{expected_device.type}'))"
+            )
+        mode = "the GPU" if _ON_GPU else "the Triton interpreter"
         raise ValueError(
             f"{name} is on {value.device}, but kernels run on {mode} here: "
             f"move it with {name}.to('{expected_device.type}')"
         )
     if value.dtype not in dtypes:
         raise TypeError(f"{name} has dtype {value.dtype}; expected one of: {_dtype_names(dtypes)}")
-    if interpreting() and value.dtype == torch.bfloat16:
+    if not _ON_GPU and value.dtype == torch.bfloat16:
         raise TypeError(
             f"{name} is bfloat16, which the Triton interpreter cannot compute with "
             "(numpy has no bfloat16); use float16 or float32, or run on a GPU"
@@ -145,8 +156,59 @@ def check_int(name: str, value: object, *, expected: str = "an int") -> int:
     return int(value)
 
 
-def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
-    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``.
+# Threads per warp on NVIDIA GPUs.
+THREADS_PER_WARP = 32
+# Triton's number of warps for a launch that does not name one.
+DEFAULT_NUM_WARPS = 4
+# The most elements of a block each thread may hold. A block of B elements launched with W
+# warps gives each of its 32 * W threads B / (32 * W) elements of every block tensor the
+# kernel computes, all meant for registers (at most 255 per thread, and 65536 per SM, so
+# 64 per thread with 32 warps): past that the compiler spills to local memory, and its own
+# work grows with the code, which is unrolled once per element. Measured by compiling for
+# an H100 (sm_90, triton 3.9, on a two-core CPU host; float32): vector_add_kernel (4 warps)
+# takes 158 registers at 64 elements per thread, 254 at 128 (the last without spills);
+# at 256 it spills 616 bytes per thread and compiles in 1.4 s, at 512 in 4.9 s, at 1024 in
+# 28 s and at 2048 in 51 s; at 8192 (block_size=2**20) it was still compiling after 180 s
+# on an H100 (triton 3.6). At 256 per thread the copy, transpose and sum kernels compile
+# in 1.1-3.7 s; so kernels that load an element, combine it with another and store or sum
+# it get 256, one doubling past their registers (a page can still show what spilling
+# costs) at a few seconds' compile.
+MAX_ELEMENTS_PER_THREAD = 256
+# Kernels that keep several float32 values per element across a loop and take
+# exponentials (the online softmax, cross-entropy) compile far slower: at 256 per thread
+# 24 s and 13.5 s, at 128 3.5 s and 2.8 s (and 1.7 s and 1.2 s at 64). They get 128.
+MAX_ELEMENTS_PER_THREAD_EXP = 128
+
+
+def max_block_size(num_warps: int, per_thread: int = MAX_ELEMENTS_PER_THREAD) -> int:
+    """The largest block with at most ``per_thread`` elements per thread of ``num_warps``
+    warps (and at most a Triton block's ``MAX_BLOCK_ELEMENTS``)."""
+    return min(MAX_BLOCK_ELEMENTS, per_thread * THREADS_PER_WARP * num_warps)
+
+
+def check_elements_per_thread(name: str, elements: int, num_warps: int, fix: str,
+                              per_thread: int = MAX_ELEMENTS_PER_THREAD) -> None:
+    """Refuse a block of ``elements`` (named ``name``) that gives each thread of ``num_warps``
+    warps more than ``per_thread`` elements; ``fix`` says what to pass instead."""
+    held = elements // (THREADS_PER_WARP * num_warps)
+    if held > per_thread:
+        raise ValueError(
+            f"{name} is {elements}: launched with {num_warps} warp{'s' * (num_warps != 1)} of "
+            f"{THREADS_PER_WARP} threads, that is {held} elements per thread, more than the "
+            f"{per_thread} per thread that this kernel compiles in bounded time (past that, "
+            f"registers run out and compilation takes minutes); {fix}"
+        )
+
+
+def check_block_size(
+    name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS,
+    num_warps: int | Callable[[int], int] = DEFAULT_NUM_WARPS,
+    per_thread: int = MAX_ELEMENTS_PER_THREAD,
+) -> int:
+    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``
+    and that compiles in bounded time: at most ``per_thread`` elements per thread (see
+    ``MAX_ELEMENTS_PER_THREAD``) for a block launched with ``num_warps`` warps (or
+    ``num_warps(value)``, for launchers whose warps follow the block size).
 
     Accepts Python and numpy integers (not bools); returns the value as a Python int.
     """
@@ -161,6 +223,10 @@ def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELE
             f"{name} is {value}, but a Triton block holds at most {max_value} elements; "
             f"pass {name}={max_value} or less"
         )
+    warps = num_warps(value) if callable(num_warps) else num_warps
+    check_elements_per_thread(name, value, warps,
+                              f"pass {name}={max_block_size(warps, per_thread)} or less",
+                              per_thread)
     return value
 
 

@@ -6,7 +6,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .library import through_operator
+from .launch import cdiv, fast_launch
+from .library import Operator
+from .registry import register
 from .validation import (
     check_block_size,
     check_contiguous,
@@ -55,33 +57,37 @@ def vector_add(x: torch.Tensor, y: torch.Tensor, *, block_size: int = 1024) -> t
     check_contiguous("x", x)
     check_contiguous("y", y)
     block_size = check_block_size("block_size", block_size)
-    if through_operator(x, y):  # autograd or torch.compile: see triton_guide.library
-        return _vector_add_op(x, y, block_size)
+    return _vector_add(x, y, block_size)
+
+
+def _launch(x: torch.Tensor, y: torch.Tensor, block_size: int) -> torch.Tensor:
     out = torch.empty_like(x)
     num_elements = x.numel()
-    grid = (triton.cdiv(num_elements, block_size),)
+    grid = (cdiv(num_elements, block_size),)
     # The last program forms indices up to grid * block_size - 1 before masking them.
     int64_offsets = needs_int64_offsets(x, y, out, largest_index=grid[0] * block_size - 1)
-    vector_add_kernel[grid](
+    fast_launch(vector_add_kernel)[grid](
         x, y, out, num_elements, BLOCK_SIZE=block_size, INT64_OFFSETS=int64_offsets
     )
     return out
 
 
-@torch.library.custom_op("triton_guide::vector_add", mutates_args=())
-def _vector_add_op(x: torch.Tensor, y: torch.Tensor, block_size: int) -> torch.Tensor:
-    with torch.no_grad():
-        return vector_add(x, y, block_size=block_size)
-
-
-@_vector_add_op.register_fake
-def _(x, y, block_size):
+def _fake(x, y, block_size):
     return torch.empty_like(x)
 
 
-def _vector_add_grad(ctx, grad_out):
+def _grad(ctx, grad_out):
     # d(x + y)/dx and d(x + y)/dy are the identity.
     return grad_out, grad_out, None
 
 
-_vector_add_op.register_autograd(_vector_add_grad)
+# Autograd and torch.compile: see triton_guide.library.
+_vector_add = Operator("vector_add", _launch, fake=_fake, backward=_grad)
+
+
+def _example(device):
+    return (torch.randn(37, device=device), torch.randn(37, device=device)), {}
+
+
+register("vector_add", vector_add, vector_add_reference, example=_example,
+         differentiable=True, compile_safe=True)

@@ -25,14 +25,13 @@ You will learn:
 import math
 
 import torch
+import triton
+from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
-import triton_guide  # before triton: it decides between the GPU and the interpreter
+import triton_guide
 from triton_guide import runtime, vector_add, vector_add_reference
 from triton_guide.benchmark import Benchmark, gb_per_s, out_of_line, us_per_call
 from triton_guide.testing import assert_close
-
-import triton  # noqa: E402, I001  (after triton_guide)
-from triton.backends.nvidia.compiler import CUDAOptions  # noqa: E402  (Triton's defaults)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

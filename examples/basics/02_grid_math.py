@@ -19,12 +19,11 @@ You will learn:
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+import triton
 
-from triton_guide import runtime  # before triton: it picks the GPU or the interpreter
+from triton_guide import runtime
 from triton_guide.benchmark import Benchmark
 from triton_guide.vector_add import vector_add_kernel
-
-import triton  # noqa: E402, I001  (after triton_guide)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 print(Benchmark().stamp())

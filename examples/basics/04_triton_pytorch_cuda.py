@@ -28,7 +28,9 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
+import triton
 from matplotlib.lines import Line2D
+from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 from triton_guide import (
     attention,
@@ -48,9 +50,6 @@ from triton_guide.traffic import (
     softmax_cost,
     vector_add_cost,
 )
-
-import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
-from triton.backends.nvidia.compiler import CUDAOptions  # noqa: E402  (Triton's defaults)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

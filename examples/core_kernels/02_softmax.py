@@ -22,15 +22,14 @@ import functools
 import math
 
 import torch
+import triton
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_for_cold_cache,
                                     gb_per_s, gpu_ms, host_us, us_per_call)
+from triton_guide.hardware import num_warps_for  # how the launchers pick num_warps
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
-from triton_guide.softmax import _num_warps  # private: how the launcher picks num_warps
 from triton_guide.testing import assert_close, tolerance
-
-import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
@@ -94,8 +93,8 @@ print(f"fused moves {traffic_ratio:.1f}x fewer float elements")
 # maximum nor the sum.
 #
 # The tile is ``BLOCK_ROWS x BLOCK_SIZE``: for long rows ``BLOCK_ROWS`` is 1, one row per
-# program. The launcher picks ``num_warps`` from the size of the tile (``_num_warps`` in
-# ``triton_guide/softmax.py``). A 128-element row alone would get the threads printed on the
+# program. The launcher picks ``num_warps`` from the size of the tile (``num_warps_for`` in
+# ``triton_guide/hardware.py``). A 128-element row alone would get the threads printed on the
 # last line below, each with one element to load and then two reductions to wait for, so
 # short rows are taken several to a program until the tile holds ``ONE_PASS_TILE``
 # elements; ``axis=1`` reduces each row of the tile on its own. The last program's tile
@@ -112,7 +111,7 @@ WARP_SIZE = 32  # threads in a warp on NVIDIA GPUs
 
 def threads(elements):
     """num_warps as softmax() picks it for a tile of this many elements, and the lanes."""
-    warps = _num_warps(elements)
+    warps = num_warps_for(elements)
     per_thread = elements // (warps * WARP_SIZE)
     return (f"num_warps {warps}, {warps} x {WARP_SIZE} = {warps * WARP_SIZE} threads, "
             f"{per_thread} lane{'' if per_thread == 1 else 's'} each")
@@ -389,7 +388,7 @@ for run in times:
 # clearing still runs. A host time shorter than the clearing is hidden, but only as long
 # as every call's host time is; where it comes within reach of the clearing, some calls
 # show part of it, and how much changes from one recording to the next (the sweep keeps
-# the median of three rounds; ``benchmarks/NOTES.md`` records two recordings a factor
+# the median of three rounds; two H100 recordings once came out a factor
 # of three apart at 128-wide rows). So on short rows the sweep's ratio to
 # ``torch.softmax`` measures our Python as much as our kernel. A program that calls
 # ``softmax`` on small tensors in a loop does wait on that Python, and only fewer

@@ -28,12 +28,11 @@ import math
 
 import torch
 import torch.nn.functional as F
+import triton
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
-
-import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

@@ -24,19 +24,17 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
-# ``triton_guide`` is imported before anything else from Triton: it decides whether
-# kernels run on the GPU or in the interpreter, and that must happen before Triton is
-# loaded.
+# ``triton_guide`` decides, when it is imported, whether kernels run on the GPU or in
+# the interpreter.
 
 import numpy as np
 import torch
+import triton
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
 from triton_guide.benchmark import Benchmark, gb_per_s, out_of_line, us_per_call
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
-
-import triton  # noqa: E402  (after triton_guide, see above)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

@@ -22,8 +22,7 @@ You will learn:
 # -------------------
 # The kernels run on a GPU, or in the Triton interpreter on the CPU when there is none;
 # several cells below print differently in the two, and this line says which ran here.
-# ``triton_guide`` is imported before Triton: it makes that choice, and it must be made
-# before Triton is loaded.
+# ``triton_guide`` makes that choice when it is imported.
 
 import inspect
 import re
@@ -32,6 +31,8 @@ import warnings
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 from triton_guide import runtime, vector_add, vector_add_reference
 from triton_guide.debugging import (
@@ -44,8 +45,6 @@ from triton_guide.debugging import (
     trace_kernel,
 )
 from triton_guide.testing import assert_close
-import triton  # noqa: E402, I001  (after triton_guide: it picks the GPU or the interpreter)
-import triton.language as tl  # noqa: E402
 from triton_guide.vector_add import vector_add_kernel
 
 print(runtime.describe())

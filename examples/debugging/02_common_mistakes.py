@@ -28,20 +28,18 @@ You will learn what these look like, and their fixes:
 # %%
 # Where this page ran
 # -------------------
-# ``triton_guide`` is imported first: it decides between the GPU and the interpreter,
-# and that must happen before Triton itself is loaded.
+# ``triton_guide`` decides, when it is imported, between the GPU and the interpreter.
 
 import math
 
 import torch
+import triton
+import triton.language as tl
 
 from triton_guide import runtime, softmax, softmax_reference, transpose, vector_add
 from triton_guide import vector_sum
 from triton_guide.transpose import transpose_kernel
 from triton_guide.vector_add import vector_add_kernel
-
-import triton  # noqa: E402  (after triton_guide, see above)
-import triton.language as tl  # noqa: E402
 
 print(runtime.describe())
 device = runtime.device()

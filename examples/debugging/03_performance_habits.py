@@ -23,8 +23,7 @@ You will learn:
 # %%
 # Where this page ran
 # -------------------
-# ``triton_guide`` is imported first: it decides between the GPU and the interpreter,
-# and that must happen before Triton itself is loaded.
+# ``triton_guide`` decides, when it is imported, between the GPU and the interpreter.
 
 import contextlib
 import functools
@@ -35,6 +34,7 @@ import tempfile
 import time
 
 import torch
+import triton
 
 from triton_guide import runtime
 from triton_guide.benchmark import Benchmark, gb_per_s, median_ms, us_per_call
@@ -47,8 +47,6 @@ from triton_guide.copy import (
     copy_matrix,
 )
 from triton_guide.debugging import compile_kernels
-
-import triton  # noqa: E402  (after triton_guide, see above)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
 bench = Benchmark()  # timings: live on a GPU, else the recordings in results/

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .checker import Mistake, Report, check, load_solve
+from .cases import Mistake, Report
+from .checker import check, load_solve
 
 HERE = Path(__file__).resolve().parent
 
@@ -102,7 +103,7 @@ class Exercise:
         return self.module.cases(generator)
 
     def largest_cases(self):
-        """Dry cases at the statement's largest sizes (see ``checker.largest``)."""
+        """Dry cases at the statement's largest sizes (see ``cases.largest``)."""
         return list(getattr(self.module, "LARGEST", ()))
 
     def all_cases(self, generator):

@@ -24,7 +24,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, largest, randn, size_between
+from .cases import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = sum(x): partial sums per program, combined with tl.atomic_add"
 

@@ -18,7 +18,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
+from .cases import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out[j] = max of column j: 2-D tiles, a loop down the rows, -inf padding"

@@ -19,7 +19,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
+from .cases import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out = a @ x: (BLOCK_M, BLOCK_K) tiles, a loop over K, tl.sum(axis=1)"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
+from .cases import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out[i] = logsumexp of row i: running max and rescaled running sum, one pass"

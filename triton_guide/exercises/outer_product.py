@@ -17,7 +17,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, largest, randn, size_between, strided
+from .cases import Case, Mistake, Output, largest, randn, size_between, strided
 
 # The statement asks for a 2-D grid of tiles (checked on every launch).
 GRID_DIMS = 2

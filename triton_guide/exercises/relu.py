@@ -18,7 +18,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, largest, randn, size_between
+from .cases import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = max(x, 0): a mask on the load and on the store"
 

@@ -21,7 +21,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
+from .cases import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "out[i] = sum of row i: one program per row, a loop over blocks, strides"

@@ -17,7 +17,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, largest, randn, size_between
+from .cases import Case, Mistake, Output, largest, randn, size_between
 
 SUMMARY = "out = alpha * x + y: a scalar argument, a 1-D grid and a mask"
 

@@ -20,7 +20,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
+from .cases import (Case, Mistake, Output, largest, randn, size_between, stored_by_columns,
                       strided)
 
 SUMMARY = "softmax of each row: one block per row, the max subtracted, -inf padding"

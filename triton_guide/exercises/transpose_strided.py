@@ -15,7 +15,7 @@ Constraints:
 
 from __future__ import annotations
 
-from .checker import Case, Mistake, Output, largest, randn, size_between, strided
+from .cases import Case, Mistake, Output, largest, randn, size_between, strided
 
 SUMMARY = "out = x.T for any strides of x and out: addressing 2-D tiles"
 

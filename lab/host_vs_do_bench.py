@@ -1,7 +1,7 @@
 """On a GPU: softmax and rms_norm against torch at small sizes, in three rounds, timed by
 do_bench and by host time per call, then by gpu_ms and torch.profiler's kernel times.
 
-    python benchmarks/host_vs_do_bench.py
+    python lab/host_vs_do_bench.py
 
 Written to see why the smallest sizes of host-timed sweeps changed from one recording to
 the next (NOTES.md, eighteenth session)."""

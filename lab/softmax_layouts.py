@@ -2,7 +2,7 @@
 differ only in how the column offset and the overhanging rows are handled, timed against
 torch.softmax, with the vector width of the loads read from the PTX.
 
-    python benchmarks/softmax_layouts.py      (CUDA GPU; the log goes in benchmarks/logs)
+    python lab/softmax_layouts.py      (CUDA GPU; the log goes in lab/logs)
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from triton_guide.benchmark import gb_per_s, median_ms  # noqa: E402
-from triton_guide.softmax import _num_warps, one_pass_rows, softmax_kernel  # noqa: E402
+from triton_guide.hardware import num_warps_for  # noqa: E402
+from triton_guide.softmax import one_pass_rows, softmax_kernel  # noqa: E402
 
 
 @triton.jit
@@ -76,7 +77,7 @@ def main():
         block = triton.next_power_of_2(n)
         block_rows = one_pass_rows(block)
         grid = (triton.cdiv(m, block_rows),)
-        warps = _num_warps(block * block_rows)
+        warps = num_warps_for(block * block_rows)
         nbytes = 2 * x.numel() * x.element_size()
         cells = [f"torch {gb_per_s(nbytes, median_ms(lambda: torch.softmax(x, -1))):6.0f}"]
 
@@ -86,7 +87,7 @@ def main():
                                         num_warps=warps)
         def one_row():
             return one_row_kernel[(m,)](x, y, x.stride(0), x.stride(1), y.stride(0), n,
-                                        BLOCK_SIZE=block, num_warps=_num_warps(block))
+                                        BLOCK_SIZE=block, num_warps=num_warps_for(block))
         runs = {"package": package, "1D one row": one_row}
         for clamp in (True, False):
             for col_stride in (True, False):

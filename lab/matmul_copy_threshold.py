@@ -4,7 +4,7 @@ GPUs with TMA, which also writes c in padded rows and copies it out, as N is odd
 ``aligned_copies`` for its pointer kernel elsewhere) and without them (the pointer kernel
 on the inputs as they are), against cuBLAS.
 
-    python benchmarks/matmul_copy_threshold.py      (CUDA GPU; the log goes in benchmarks/logs)
+    python lab/matmul_copy_threshold.py      (CUDA GPU; the log goes in lab/logs)
 
 ``triton_guide.matmul`` copies when a product has at least ``COPY_MIN_FLOPS`` FLOPs; this
 script sets that number to 0 (always copy) and to infinity (never) in turn. GPU time, the

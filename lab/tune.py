@@ -1,11 +1,11 @@
 """Search tuning choices on a GPU: which configuration wins at which shape, against the baseline.
 
-    python benchmarks/tune.py matmul|softmax|attention [--quick]   (--help lists every sweep)
+    python lab/tune.py matmul|softmax|attention [--quick]   (--help lists every sweep)
 
 A working tool for performance work, not part of the site: it times each candidate
 configuration of a kernel directly (bypassing ``triton.autotune``), checks it against torch,
 and prints per shape the best candidate, its rate and the baseline's from the same run.
-What it found, and what did not help, is kept in ``benchmarks/NOTES.md``.
+What it found, and what did not help, is kept in ``lab/NOTES.md``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,43 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from triton_guide.attention import LOG2E, TUNED, _forward_block_loop, _rows
+from triton_guide.attention import LOG2E, TUNED
 from triton_guide.benchmark import gb_per_s, median_ms, tflop_per_s
 from triton_guide.matmul import store_output_tile, tile_of_program
 from triton_guide.testing import relative_error
+
+# Copies of two jit helpers of triton_guide.attention (private there), for the attention
+# variants below.
+@triton.jit
+def _rows(desc, batch, head, first_row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Rows ``first_row .. first_row + BLOCK`` of one (batch, head), zeros past the end."""
+    return desc.load([batch, head, first_row, 0]).reshape(BLOCK, BLOCK_D)
+
+
+@triton.jit
+def _forward_block_loop(acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+                        start, end, seq_len, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+                        BOUNDS_MASK: tl.constexpr):
+    """The online-softmax loop over keys [start, end) of the package's forward kernel."""
+    BLOCK_D: tl.constexpr = q.shape[1]
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(start, end, BLOCK_N):
+        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k))
+        cols = start_n + offs_n
+        if CAUSAL_MASK:
+            scores = tl.where(offs_m[:, None] >= cols[None, :], scores, -float("inf"))
+        if BOUNDS_MASK:
+            scores = tl.where(cols[None, :] < seq_len, scores, -float("inf"))
+        new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
+        probs = tl.math.exp2(scores * qk_scale - new_max[:, None])
+        correction = tl.math.exp2(row_max - new_max)
+        row_sum = row_sum * correction + tl.sum(probs, axis=1)
+        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
+        acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None])
+        row_max = new_max
+    return acc, row_sum, row_max
+
 
 # ---------------------------------------------------------------------------------------
 # matmul
@@ -335,8 +368,7 @@ def _host_tma_runner(a, b, c, cfg):
     """One launch of the package's matmul_tma_kernel (the jit function under its autotuner)
     for a @ b into c with the configuration ``cfg``, descriptors made as the launcher makes
     them; a and b may be transposed views."""
-    from triton_guide.matmul import (_set_tile_shapes, alignment, descriptor, layout,
-                                     matmul_tma_kernel)
+    from triton_guide.matmul import alignment, descriptor, layout, matmul_tma_kernel
 
     m, n, k, g, s, w = cfg
     M, K = a.shape
@@ -344,7 +376,9 @@ def _host_tma_runner(a, b, c, cfg):
     meta = dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, GROUP_SIZE_M=g,
                 A_COLUMNS=layout(a)[0], B_COLUMNS=layout(b)[0])
     a_desc, b_desc = descriptor(a), descriptor(b)
-    _set_tile_shapes({"a_desc": a_desc, "b_desc": b_desc, **meta})
+    # The tiles the kernel's pre-hook gives the descriptors (transposed for a stored by columns).
+    a_desc.block_shape = [k, m] if meta["A_COLUMNS"] else [m, k]
+    b_desc.block_shape = [n, k] if meta["B_COLUMNS"] else [k, n]
     grid = (triton.cdiv(M, m) * triton.cdiv(N, n),)
 
     def run():
@@ -555,7 +589,7 @@ def tune_matmul_paths(cases, workers=8):
 # tiles: 192 tiles, 132 slots, 1.45 waves run as 2). Here the full waves' tiles run as
 # usual and each of the remaining tiles is split into SPLITS ranges of K, so that the last
 # wave fills every slot; the ranges add into a float32 buffer with atomics, and a second
-# launch converts it into c. ``python benchmarks/tune.py matmul_tail_split``.
+# launch converts it into c. ``python lab/tune.py matmul_tail_split``.
 @triton.jit
 def matmul_tail_split_kernel(a_desc, b_desc, c_ptr, partial_ptr, M, N, K, stride_cm,
                              FULL_TILES, SPLITS,
@@ -815,7 +849,7 @@ def tune_matmul_last_wave(shapes, dtypes, rounds=3):
 # the corner), each fed by tl.dot from its own descriptor loads. cuBLAS picks 192-wide tiles
 # at 3072^3 and 2000 x 3000 x 1000, where tiles of powers of two leave a last wave of
 # programs mostly empty. Row-major a and b whose rows start on 16-byte boundaries.
-# ``python benchmarks/tune.py matmul_wide_tiles``.
+# ``python lab/tune.py matmul_wide_tiles``.
 @triton.jit
 def _store_block(c_desc, c_ptr, block, first_row, first_col, M, N, stride_cm,
                  C_ALIGN: tl.constexpr, STORE_DESC: tl.constexpr):
@@ -1104,7 +1138,8 @@ def _stream_k_runner(a, b, cfg, per_sm=1, data_parallel_waves=None, hand_over=2,
     BLOCK_SIZE_N, BLOCK_SIZE_K, group, stages, warps): one program per SM slot
     (``per_sm`` slots per SM); of the tiles, whole waves but the last full one computed
     whole (``data_parallel_waves``, default: that many) and the rest in stream-K shares."""
-    from triton_guide.matmul import alignment, descriptor, multiprocessors
+    from triton_guide.hardware import multiprocessors
+    from triton_guide.matmul import alignment, descriptor
 
     bm, bn, bk, group, stages, warps = cfg
     (M, K), N = a.shape, b.shape[1]
@@ -1538,7 +1573,7 @@ ATTENTION_CASES = [  # (dtype, batch, heads, seq, head_dim); each causal and ful
 # An experiment, not the package's kernel: the forward kernel made persistent (one program
 # per SM slot, looping over (query block, head) tiles), so that a short sequence's few
 # key blocks per tile do not leave the prologue and epilogue exposed. Full attention, seq_len
-# a multiple of BLOCK_N. ``python benchmarks/tune.py attention_persistent``.
+# a multiple of BLOCK_N. ``python lab/tune.py attention_persistent``.
 @triton.jit
 def attention_forward_persistent_kernel(
     q_desc, k_desc, v_desc, out_ptr, lse_ptr, num_heads, seq_len, sm_scale,
@@ -1577,7 +1612,7 @@ def attention_forward_persistent_kernel(
 # tutorial reads them, with the output stored through a descriptor too. Full attention,
 # seq_len a multiple of BLOCK_M. RESCALE_FIRST scales acc before waiting for v and updates
 # the row sum after the second product (the tutorial's order); otherwise the package's order.
-# ``python benchmarks/tune.py attention_flat``.
+# ``python lab/tune.py attention_flat``.
 @triton.jit
 def attention_forward_flat_kernel(
     q_desc, k_desc, v_desc, o_desc, lse_ptr, num_heads, seq_len, sm_scale,
@@ -1626,7 +1661,7 @@ TUNED_FORWARD = TUNED["forward"]
 # row sums and the final division use the same stale maxima, so the result is the same.
 # The test is one number for the whole block (a branch every warp takes alike), so most
 # blocks after the first few skip the multiply of the (BLOCK_M, BLOCK_D) accumulator.
-# ``python benchmarks/tune.py attention_lazy``.
+# ``python lab/tune.py attention_lazy``.
 @triton.jit
 def _lazy_block_loop(
     acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale, start, end,
@@ -1709,7 +1744,7 @@ def attention_forward_lazy_kernel(
 # memory per step: a TMA reduction (``desc.atomic_add``, one instruction per tile; the
 # interpreter lacks it) or one ``tl.atomic_add`` per element. dS is scaled by sm_scale
 # before dK and dQ use it, so dQ needs only a cast.
-# ``python benchmarks/tune.py attention_fused_backward``.
+# ``python lab/tune.py attention_fused_backward``.
 @triton.jit
 def _fused_backward_block_loop(
     dk, dv, k, v, q_desc, do_desc, dq_desc, dq_base, lse_base, delta_base, batch, head,

@@ -1,7 +1,7 @@
 """Run one example page on a GPU with every ``median_ms`` (do_bench) sample it takes printed
 to standard error, beside the host time per call measured right after it (50 calls).
 
-    python benchmarks/page_samples.py examples/core_kernels/02_softmax.py [--nogc]
+    python lab/page_samples.py examples/core_kernels/02_softmax.py [--nogc]
 
 ``--nogc`` runs the page with Python's garbage collector off. Written to see why the
 smallest sizes of host-timed sweeps changed from one recording to the next (NOTES.md,
@@ -43,7 +43,7 @@ def sampled(fn):
     return ms
 
 
-benchmark.median_ms = sampled  # sweeps look it up when they time
+benchmark.recording.median_ms = sampled  # sweeps (Benchmark) look it up there when they time
 page = os.path.abspath(args.page)
 os.chdir(os.path.dirname(page))
 sys.argv = [page]

@@ -1,12 +1,12 @@
 """Run one case once inside an NVTX range named ``profile``, for Nsight Compute.
 
     ncu --clock-control none --nvtx --nvtx-include "profile/" --set full \\
-        python benchmarks/profile_case.py CASE
+        python lab/profile_case.py CASE
 
 Each case first runs twice outside the range (compilation and autotuning happen there), so
 the profile holds only the kernels of one steady-state call. ``--list`` prints the cases.
 A working tool for performance work, not part of the site; what it found is in
-``benchmarks/NOTES.md``. Needs a CUDA GPU.
+``lab/NOTES.md``. Needs a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
-from tune import row_padded_view  # noqa: E402  (benchmarks/tune.py, beside this script)
+from tune import row_padded_view  # noqa: E402  (lab/tune.py, beside this script)
 
 
 def matmul_case(shape, ours: bool, padded: bool):

@@ -1,0 +1,291 @@
+"""A page's benchmarks (:class:`Benchmark`): measured live on a GPU, recorded to the results
+store with ``TRITON_GUIDE_RECORD=1``, recalled from it otherwise (see the package's
+docstring, :mod:`triton_guide.benchmark`)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .. import results as store
+from ..runtime import interpreting, timings_meaningful
+from .ceilings import CEILING_UNITS, Ceiling, check_ceiling, measure_ceiling
+from .runs import Results, Run
+from .tables import print_table
+from .timing import HOST_TIMED_ROUNDS, gpu_ms, median_ms
+
+NO_RECORDING_TO_INTERPRET = (
+    "TRITON_GUIDE_RECORD=1 needs a CUDA GPU: under the Triton interpreter timings measure "
+    "numpy on the CPU and are never recorded. Run `make bench` on a GPU machine, or unset "
+    "TRITON_GUIDE_RECORD."
+)
+
+
+class Benchmark:
+    """The benchmarks of one example page: measured live on a GPU, recorded with
+    ``TRITON_GUIDE_RECORD=1``, recalled from ``results/`` otherwise (module docstring).
+
+    ``page`` is the page's path; by default ``sys.argv[0]``, which is the page both when it
+    runs as a script and under sphinx-gallery. ``results_dir`` overrides where results live.
+    """
+
+    def __init__(self, page: str | Path | None = None, *, results_dir: str | Path | None = None):
+        page = page or store.running_from()
+        if not page:
+            raise ValueError("Benchmark(page=None) could not tell which page is running "
+                             "(sys.argv[0] is not a .py file): pass the page's path")
+        self.page = Path(page).resolve()
+        self.key = store.page_key(self.page)
+        self.results_dir = Path(results_dir) if results_dir else store.results_dir()
+        source = self.page.read_text()
+        self.kernel = store.kernel_source(source)
+        self.has_benchmarks = _calls_sweep(source)
+        self.recording = store.recording_requested()
+        if self.recording and interpreting():
+            raise RuntimeError(NO_RECORDING_TO_INTERPRET)
+        self.live = timings_meaningful() and not _timings_from_store()
+        if self.recording and not self.live:
+            raise RuntimeError(f"TRITON_GUIDE_RECORD=1 and {store.TIMINGS_ENV}=recorded "
+                               "contradict each other: unset one")
+        self.gpu = store.gpu_environment() if timings_meaningful() else None
+        own = self.gpu["slug"] if self.live else None
+        self.recordings = [r for r in store.load(self.key, self.results_dir)
+                           if r["gpu"]["slug"] != own]
+        for record in self.recordings:
+            record["stale"] = store.stale_reason(record["kernel_source"], self.kernel)
+        self._record: dict | None = None
+        self._titles: set[str] = set()
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return str(path.resolve().relative_to(store.REPO_ROOT))
+        except ValueError:
+            return str(path)
+
+    def stamp(self) -> str:
+        """Where this page's outputs come from: the machine and versions of this build,
+        whether timings are live, and which recordings (GPU, versions, date, commit)."""
+        commit, dirty = store.git_state()
+        build = f"commit {commit[:7]}" if commit else "commit unknown"
+        build += " + local changes" if dirty else ""
+        soft = store.software()
+        versions = f"triton {soft['triton']}, torch {soft['torch']}"
+        today = store.now()[:10]
+        if self.gpu is None:
+            lines = [f"Outputs: computed in this build by the Triton interpreter on the CPU "
+                     f"({versions}; {build}; {today}), at small sizes; nothing is timed."]
+        else:
+            gpu = self.gpu
+            lines = [f"Outputs: computed in this build on {gpu['name']} (CUDA {gpu['cuda']}, "
+                     f"driver {gpu['driver']}; {versions}; {build}; {today})."]
+        if self.live and self.has_benchmarks:
+            where = self._relative(store.record_path(self.gpu["slug"], self.key,
+                                                     self.results_dir))
+            lines.append("Timings: measured live in this build"
+                         + (f", and recorded to {where}." if self.recording else "."))
+        if self.recordings:
+            lines.append("Timings recorded earlier on other GPUs, drawn beside them:"
+                         if self.live else
+                         "Timings: recorded results (not measured in this build) of")
+            for record in self.recordings:
+                stale = f"; {record['stale']}" if record["stale"] else ""
+                lines.append(f"  - {store.describe_record(record)}{stale}")
+        elif self.has_benchmarks and not self.live:
+            lines.append(f"Timings: none recorded for this page yet (on a GPU, "
+                         f"`make bench PAGE={self.key}` records them).")
+        return "\n".join(lines)
+
+    def ceilings(self, kind: str) -> dict[str, Ceiling]:
+        """The ceiling ``kind`` on each GPU this page can speak of, by GPU short name: on a
+        GPU whose timings are live, measured now (:func:`measure_ceiling`); for every other
+        GPU, as recorded beside this page's benchmarks, else beside another page's (the
+        first in path order), so that a page can use a roof another page's benchmark
+        measured, such as the copy ceiling on a compute-bound page."""
+        check_ceiling(kind)
+        found: dict[str, Ceiling] = {}
+        if self.live:
+            found[store.short_gpu_name(self.gpu["name"])] = measure_ceiling(kind)
+        records = sorted(store.load(None, self.results_dir),
+                         key=lambda r: (Path(r["path"]).stem != self.key, Path(r["path"])))
+        for record in records:
+            if self.live and record["gpu"]["slug"] == self.gpu["slug"]:
+                continue
+            name = store.short_gpu_name(record["gpu"]["name"])
+            roofs = [entry["ceiling"] for entry in record["benchmarks"]
+                     if (entry.get("ceiling") or {}).get("kind") == kind]
+            if roofs and name not in found:
+                found[name] = Ceiling(**roofs[0])
+        return found
+
+    def sweep(
+        self,
+        title: str,
+        xs: Sequence,
+        variants: dict[str, Callable[[object], Callable[[], object]]],
+        rate: Callable[[object, float], float],
+        *,
+        label: str = "x",
+        unit: str,
+        ceiling: str,
+        xlabel: str | None = None,
+        logx: bool = True,
+        gpu_time: bool = False,
+    ) -> Results:
+        """Time every variant at every x on this GPU (live), or recall the recordings.
+
+        ``title`` names the benchmark on the page and in the store. ``variants`` maps a
+        name to a function that, given x, prepares inputs and returns the callable to time;
+        ``rate(x, ms)`` turns a median time into the rate; ``unit`` is its unit (``"GB/s"`` or
+        ``"TFLOP/s"``) and ``ceiling`` the roof measured beside it (``"copy"``,
+        ``"gemm_fp16"``, ``"gemm_bf16"``), which must share that unit.
+
+        Each call is timed as a program makes it, host included (:func:`median_ms`), in
+        :data:`HOST_TIMED_ROUNDS` rounds whose median is kept, unless ``gpu_time``: then the
+        host is left out (:func:`gpu_ms`, which takes a median of its own), and each
+        variant, given x, returns a list of calls doing the same work on distinct copies of
+        the inputs (:func:`cold_matmul_inputs` makes such copies for a matmul).
+        """
+        check_ceiling(ceiling)
+        if CEILING_UNITS[ceiling] != unit:
+            raise ValueError(f"unit={unit!r} does not match ceiling={ceiling!r}, which is in "
+                             f"{CEILING_UNITS[ceiling]}: give the rate in that unit or "
+                             "choose the ceiling that bounds this kernel")
+
+        def value(x, prepare):
+            return rate(x, (gpu_ms if gpu_time else median_ms)(prepare(x)))
+
+        return self._collect(title, xs, variants, value, label=label, unit=unit,
+                             ceiling=ceiling, xlabel=xlabel, logx=logx,
+                             rounds=1 if gpu_time else HOST_TIMED_ROUNDS)
+
+    def measure(
+        self,
+        title: str,
+        xs: Sequence,
+        variants: dict[str, Callable[[object], Callable[[], float]]],
+        *,
+        label: str = "x",
+        unit: str,
+        xlabel: str | None = None,
+        logx: bool = True,
+    ) -> Results:
+        """Like :meth:`sweep`, for a GPU quantity that is not a rate under a roof: peak
+        memory, or a wall-clock time that ``do_bench`` cannot take (a first call that
+        compiles). Each variant, given x, returns a callable that makes one measurement on
+        the GPU and returns it in ``unit``; it is called once. Recorded and recalled like a
+        sweep; there is no ceiling.
+        """
+
+        def value(x, prepare):
+            return float(prepare(x)())
+
+        return self._collect(title, xs, variants, value, label=label, unit=unit,
+                             ceiling=None, xlabel=xlabel, logx=logx)
+
+    def _collect(self, title, xs, variants, value, *, label, unit, ceiling, xlabel,
+                 logx, rounds=1) -> Results:
+        if title in self._titles:
+            raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
+                             "needs its own title, which names it in the store")
+        self._titles.add(title)
+        xs = list(xs)
+        xlabel = xlabel or label
+        runs = []
+        if self.live:
+            runs.append(self._measure(title, xs, variants, value, label, unit, ceiling,
+                                      xlabel, logx, rounds))
+        recalled = [self._recalled(record, title, xs, variants, ceiling)
+                    for record in self.recordings]
+        runs += [run for run in recalled if run is not None]
+        if runs:  # one table: a group of columns per GPU, the live one first
+            print_table(label, unit, runs)
+        if not runs:
+            print(f"{title}: no GPU timings recorded yet (on a GPU, `make bench "
+                  f"PAGE={self.key}` records them); interpreter timings are never shown.")
+        return Results(title, label=label, xlabel=xlabel, unit=unit, logx=logx, runs=runs)
+
+    def _measure(self, title, xs, variants, value, label, unit, ceiling, xlabel, logx,
+                 rounds) -> Run:
+        roof = measure_ceiling(ceiling) if ceiling else None
+        name = store.short_gpu_name(self.gpu["name"])
+        print(f"{title}: measured now on {name}" + (
+            f"; ceiling ({roof.label}) {roof.value:,.0f} {unit}" if roof else "")
+            + (f"; median of {rounds} rounds" if rounds > 1 else ""), flush=True)
+        samples = {variant: [[] for _ in xs] for variant in variants}
+        for _ in range(rounds):
+            for i, x in enumerate(xs):
+                for variant, prepare in variants.items():
+                    samples[variant][i].append(value(x, prepare))
+        series = {variant: [statistics.median(values) for values in per_x]
+                  for variant, per_x in samples.items()}
+        if self.recording:
+            self._save({
+                "title": title, "label": label, "xlabel": xlabel, "unit": unit, "logx": logx,
+                "x": xs, "ceiling": vars(roof).copy() if roof else None,
+                "series": [{"label": variant, "unit": unit, "x": xs, "values": values}
+                           for variant, values in series.items()],
+            })
+        commit, dirty = store.git_state()
+        provenance = store.provenance(date=store.now(), commit=commit, dirty=dirty,
+                                      gpu=self.gpu, software=store.software())
+        return Run(gpu=name, slug=self.gpu["slug"], live=True, provenance=provenance, xs=xs,
+                   series=series, unit=unit, ceiling=roof)
+
+    def _save(self, entry: dict) -> None:
+        if self._record is None:  # the first benchmark of this run replaces the old file
+            self._record = store.new_record(page=self._relative(self.page), key=self.key,
+                                            gpu=self.gpu, kernel=self.kernel)
+        self._record["benchmarks"].append(entry)
+        path = store.save(self._record, self.results_dir)
+        print(f"recorded to {self._relative(path)}", flush=True)
+
+    def _recalled(self, record: dict, title: str, xs: list, variants: dict,
+                  ceiling: str | None) -> Run | None:
+        name = store.short_gpu_name(record["gpu"]["name"])
+        entry = store.find_benchmark(record, title)
+        if entry is None:
+            print(f"{title}: {name} has no recording of this benchmark (on that GPU, "
+                  f"`make bench PAGE={self.key}` records it).")
+            return None
+        series = {s["label"]: s["values"] for s in entry["series"]}
+        roof = Ceiling(**entry["ceiling"]) if entry.get("ceiling") else None
+        notes = []
+        if entry["x"] != _as_json(xs) or list(series) != list(variants) or (
+                (roof.kind if roof else None) != ceiling):
+            notes.append("recorded with other sizes, variants or ceiling than this page now "
+                         "asks for")
+        synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
+        run = Run(gpu=name, slug=record["gpu"]["slug"], live=False,
+                  provenance=synthetic + store.provenance(
+                      date=record["date"], commit=record.get("commit"),
+                      dirty=record.get("dirty"), gpu=record["gpu"],
+                      software=record["software"]),
+                  xs=entry["x"], series=series,
+                  unit=entry["unit"], ceiling=roof, stale=record.get("stale"), notes=notes)
+        ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
+                        if roof is not None else "" if ceiling is None
+                        else "; no ceiling recorded")
+        print(f"{title}: recorded on {store.describe_record(record)}{ceiling_text}")
+        for warning in ([run.stale] if run.stale else []) + notes:
+            print(f"  NOTE: {warning}")
+        return run
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def _timings_from_store() -> bool:
+    return os.environ.get(store.TIMINGS_ENV, "") == "recorded"
+
+
+def _calls_sweep(source: str) -> bool:
+    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, i.e.
+    has benchmarks."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr in ("sweep", "measure")
+               for node in ast.walk(ast.parse(source)))
