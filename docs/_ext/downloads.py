@@ -232,8 +232,13 @@ def rewrite_script(text: str, srcdir: Path, page_dir: Path, config, package_dir:
         while j < len(lines) and re.match(rf"^#{re.escape(indent)}[ \t]+:[\w-]+:", lines[j]):
             option_lines.append(lines[j])
             j += 1
-        include = read_include(match.group("target"), "\n".join(option_lines), srcdir,
-                               page_dir, config)
+        try:
+            include = read_include(match.group("target"), "\n".join(option_lines), srcdir,
+                                   page_dir, config)
+        except (OSError, ValueError):  # Sphinx reports the broken include on the page
+            out += lines[i:j]
+            i = j
+            continue
         if include.as_code and not indent.strip(" ").startswith("\t") and len(indent) <= 1:
             # Close the comment block, put the code, reopen a text block for what follows.
             while out and out[-1].strip() == "#":
@@ -284,8 +289,11 @@ def split_kernel_cells(cells: list[dict], srcdir: Path, page_dir: Path, config,
         for match in _DIRECTIVE.finditer(text):
             if match.group("indent"):
                 continue
-            include = read_include(match.group("target"), match.group("options"), srcdir,
-                                   page_dir, config)
+            try:
+                include = read_include(match.group("target"), match.group("options"), srcdir,
+                                       page_dir, config)
+            except (OSError, ValueError):  # Sphinx reports the broken include on the page
+                continue
             if not include.as_code:
                 continue
             before = text[start:match.start()].strip("\n")
