@@ -107,15 +107,13 @@ fig.tight_layout()
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose_kernel
 #
-# and the launcher. Its first lines, not shown, check the arguments and, when autograd
-# must record the call or ``torch.compile`` traces it, send the call through a registered
-# PyTorch operator instead (the :ref:`autograd page
-# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why). The
-# part that launches:
+# and the launcher. ``transpose`` checks the arguments and hands them to an operator that
+# autograd and ``torch.compile`` know (the :ref:`autograd page
+# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why), which
+# runs the part that launches:
 #
 # .. literalinclude:: /../triton_guide/transpose.py
-#    :pyobject: transpose
-#    :start-at: num_rows, num_cols = x.shape
+#    :pyobject: _launch
 #
 # ``block_rows`` and ``block_cols`` are keyword arguments of ``transpose``, the tile's
 # height and width; their defaults are printed below. ``needs_int64_offsets(x, out)``
