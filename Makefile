@@ -1,7 +1,9 @@
-# Two entry points: `make html` builds the site, `make test` runs the unit tests, builds the
-# site and checks it in a headless Chromium (tests/browser; skipped, saying how to enable
+# Two entry points: `make html` builds the site (with the wheel and sdist of triton_guide in
+# _build/html/dist/), `make test` runs the unit tests, builds the site, installs the package
+# from the served site into a fresh environment and runs every download there (tests/site),
+# and checks the site in a headless Chromium (tests/browser; skipped, saying how to enable
 # them, when Playwright or Chromium is missing); `make bench`, on a GPU, refreshes the
-# recorded timings in results/. Both entry points set up their own environment first:
+# recorded timings in triton_guide/_results/. Both entry points set up their own environment first:
 #   - by default, a virtual environment in .venv with the versions in constraints.txt
 #     (re-created when pyproject.toml or constraints.txt change);
 #   - with USE_SYSTEM_PYTHON=1, the python3 already on the machine (with its torch and
@@ -22,23 +24,27 @@ ENV_READY := $(VENV)/.installed
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: html test pytest bench browser-test clean distclean
+.PHONY: html test pytest site-test bench browser-test clean distclean
 
 html: $(ENV_READY)
 	$(PY) -m sphinx -W --keep-going -b html -c . $(SPHINXOPTS) docs $(BUILDDIR)/html
 	@echo "The site is in $(BUILDDIR)/html/index.html"
 
-test: pytest html browser-test
+test: pytest html site-test browser-test
 
 pytest: $(ENV_READY)
-	$(PY) -m pytest --ignore=tests/browser $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/browser --ignore=tests/site $(PYTEST_ARGS)
+
+# The built site as a learner meets it; needs `make html` first (`make test` does both).
+site-test: $(ENV_READY)
+	$(PY) -m pytest tests/site -p no:cacheprovider $(SITE_TEST_ARGS)
 
 # The built site in a real browser; needs `make html` first (`make test` does both).
 browser-test: $(ENV_READY)
 	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_TEST_ARGS)
 
 # On a GPU: run every example page (or PAGE=softmax) with recording on, refreshing
-# results/<gpu>/<page>.json; no site is built. See results/README.md.
+# triton_guide/_results/<gpu>/<page>.json; no site is built. See triton_guide/_results/README.md.
 bench: $(ENV_READY)
 	$(PY) benchmarks/record.py $(if $(PAGE),--page $(PAGE))
 
@@ -50,7 +56,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 clean:
-	rm -rf $(BUILDDIR) docs/auto_examples docs/gen_modules docs/sg_execution_times.rst
+	rm -rf $(BUILDDIR) docs/auto_examples docs/gen_modules docs/sg_execution_times.rst build
 
 distclean: clean
 	rm -rf $(VENV)

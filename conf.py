@@ -1,5 +1,6 @@
 """Sphinx configuration for the triton-guide site (sources in docs/, examples in examples/)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,16 +10,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # this site's own Sphinx extensions
 
 import triton_guide  # noqa: E402  (decides GPU or interpreter before any example runs)
+from downloads import install_command  # noqa: E402
 from sphinx_gallery.sorting import ExplicitOrder  # noqa: E402
 
-try:
-    import tomllib  # noqa: E402
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # noqa: E402
-
-# The repository's address is defined once, in pyproject.toml's [project.urls].
-with open(ROOT / "pyproject.toml", "rb") as pyproject:
-    REPOSITORY_URL = tomllib.load(pyproject)["project"]["urls"]["Repository"]
+# The one setting every install command derives from: the address this site is served at.
+# The wheel and sdist of triton_guide are published under <it>/dist/ (docs/_ext/downloads.py).
+# Unset, it is where `python -m http.server 8000 --directory _build/html` serves a local build.
+SITE_URL_ENV = "TRITON_GUIDE_SITE_URL"
+html_baseurl = os.environ.get(SITE_URL_ENV) or "http://localhost:8000/"
 
 # The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
 GALLERY_SECTIONS = ["basics", "core_kernels", "debugging", "exercises"]
@@ -26,7 +25,16 @@ GALLERY_SECTIONS = ["basics", "core_kernels", "debugging", "exercises"]
 project = "triton-guide"
 author = "the triton-guide developers"
 copyright = "2026, the triton-guide developers"
-release = triton_guide.__version__
+release = triton_guide.__version__  # pyproject.toml reads the same attribute
+
+# `pip install <site>/dist/triton_guide-<release>-py3-none-any.whl`
+INSTALL_COMMAND = install_command(html_baseurl, "triton-guide", release)
+# The first cell of every notebook (sphinx-gallery writes it; downloads.py keeps it current).
+FIRST_NOTEBOOK_CELL = (
+    "# Install triton_guide, built with this site, into this notebook's environment.\n"
+    "# Without a CUDA GPU the kernels run in Triton's interpreter on the CPU.\n"
+    f"%{INSTALL_COMMAND}"
+)
 
 extensions = [
     "myst_parser",
@@ -39,6 +47,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_design",
     "page_deps",  # re-run a page when triton_guide code it uses changes (docs/_ext)
+    "downloads",  # the package served with the site; downloads run on their own
     "notebooks",  # kernel source inlined into the downloadable notebooks
     "thumbnails",  # a section picture for pages that draw no figure
     "api_links",  # triton_guide.softmax -> its description as triton_guide.softmax.softmax
@@ -49,6 +58,11 @@ lessons_sections = GALLERY_SECTIONS
 page_deps_package = "triton_guide"
 page_deps_package_dir = str(ROOT / "triton_guide")
 api_links_packages = ["triton_guide"]
+downloads_package_dir = str(ROOT / "triton_guide")
+downloads_dist_name = "triton-guide"
+downloads_version = release
+downloads_project_root = str(ROOT)
+downloads_first_cell = FIRST_NOTEBOOK_CELL
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "_ext", "_static", "auto_examples/**.ipynb", "auto_examples/**.py", "**/*.zip", "**/*.md5",
@@ -64,9 +78,6 @@ html_title = "triton-guide"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "icon_links": [
-        {"name": "Source on GitHub", "url": REPOSITORY_URL, "icon": "fa-brands fa-github"},
-    ],
     # Lesson pages need the width for code (see docs/_static/custom.css); their sections
     # are listed in the left column instead.
     # (patterns may not overlap, hence "every page not under auto_examples/" spelled out)
@@ -110,11 +121,7 @@ sphinx_gallery_conf = {
     # No "Computation times" pages: they would outrank the lessons in search.
     "write_computation_times": False,
     # Notebooks start by installing the package, so that they run as downloaded.
-    "first_notebook_cell": (
-        "# Install triton_guide (with torch and triton) into this notebook's environment.\n"
-        "# Without a CUDA GPU the kernels run in Triton's interpreter on the CPU.\n"
-        f'%pip install "triton-guide @ git+{REPOSITORY_URL}"'
-    ),
+    "first_notebook_cell": FIRST_NOTEBOOK_CELL,
     "abort_on_example_error": False,  # run every page, then fail the build listing all errors
     "only_warn_on_example_error": False,
 }

@@ -4,7 +4,7 @@
 
 ``make bench`` and ``make bench PAGE=softmax`` call this. Each page runs as its own process,
 as a plain script, with ``TRITON_GUIDE_RECORD=1`` (its ``Benchmark`` then writes
-``results/<gpu>/<page>.json``) and a non-interactive matplotlib backend; its output is shown
+``triton_guide/_results/<gpu>/<page>.json``) and a non-interactive matplotlib backend; its output is shown
 as it runs. No site is built. Needs a CUDA GPU: interpreter timings are never recorded.
 """
 
@@ -80,7 +80,8 @@ def main() -> int:
         if code != 0:
             failed.append(str(name))
     print(f"\n{len(chosen) - len(failed)} of {len(chosen)} pages ran in "
-          f"{time.perf_counter() - started:.0f} s; results are in results/ (git status results/)")
+          f"{time.perf_counter() - started:.0f} s; results are in "
+          "triton_guide/_results/ (git status triton_guide/_results/)")
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """Time every op against its PyTorch baseline over the shape sets of the performance goals;
 print one row per shape and, per op, the geometric mean and the worst ratio.
 
-    python benchmarks/report.py [--only add softmax matmul attention] [--dtypes fp16 bf16]
+    python benchmarks/report.py [--only add softmax matmul precision attention decode host]
+                                [--dtypes fp16 bf16]
                                 [--lengths 1024 ...] [--rounds 3] [--quick] [--save FILE]
     python benchmarks/report.py --merge FILE [FILE ...]
     python benchmarks/report.py --processes 5 --only matmul ...   (the same in 5 processes)
@@ -15,9 +16,15 @@ large cuBLAS GEMM) measured first. Softmax is also set against a copy of its own
 the same way, since a smaller copy falls short of the 1 GiB copy's rate too. The first call
 of each matmul shape includes the autotuner's compilations and timings: its wall time is
 printed as ``tune``. Matmul runs a second time with b stored column by column
-(``x @ w.t()``), tallied apart. Needs a CUDA GPU.
+(``x @ w.t()``), tallied apart. ``precision``: one float32 product under PyTorch's float32
+matmul settings "highest" and "high", which ours follows (:mod:`triton_guide.precision`),
+ours and cuBLAS's rates and errors, printed apart from the tallies. Needs a CUDA GPU.
 
-Softmax, matmul and the attention forward are timed two ways. The main columns are GPU time
+Decode (few queries against a long KV cache, grouped heads) is set against SDPA with
+``enable_gqa=True`` under the flash and cuDNN backends, in GB/s of the cache read; a backend
+that refuses the call is named in its row.
+
+Softmax, matmul, the attention forward and decode are timed two ways. The main columns are GPU time
 (``gpu_ms``: calls on rotating copies of the inputs, replayed from a CUDA graph, so the L2
 cache is cold and the host's launch time is left out): what the kernels cost. ``as called``
 is ``do_bench`` on one call as a Python program makes it: where a kernel takes less time
@@ -33,6 +40,7 @@ turns: one reading of a 1 ms attention forward moved by up to 12% between runs o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -46,6 +54,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
+from triton_guide.precision import dot_input_precision, float32_matmul_precision  # noqa: E402
 from triton_guide.benchmark import (  # noqa: E402
     calls_on, cold_matmul_inputs, copies_for_cold_cache, gb_per_s, gpu_ms, host_us,
     measure_ceiling, median_ms, queued_ms, tflop_per_s)
@@ -222,6 +231,40 @@ def matmul(shapes, dtypes, b_by_columns=False):
             torch.cuda.empty_cache()
 
 
+# One large float32 product for the cost of each float32 matmul setting.
+PRECISION_SHAPE = (4096, 4096, 4096)
+
+
+def matmul_precision():
+    """PRECISION_SHAPE in float32 under "highest" and "high": ours and cuBLAS's TFLOP/s (GPU
+    time) and largest error against float64, |c - exact| / (|exact| + rms(exact)) (the
+    element rule of triton_guide.testing), over the whole product."""
+    m, n, k = PRECISION_SHAPE
+    pairs = cold_matmul_inputs(m, n, k, torch.float32)
+    a, b = pairs[0]
+    exact = a.double() @ b.double()
+    scale = exact.abs() + exact.pow(2).mean().sqrt()
+    flops = 2 * m * n * k
+    before = float32_matmul_precision()
+    try:
+        for setting in ("highest", "high"):
+            torch.set_float32_matmul_precision(setting)
+            tg.matmul(a, b)  # each setting compiles and autotunes its own kernel
+            ms = in_turns({"ours": lambda: gpu_ms(calls_on(tg.matmul, pairs)),
+                           "cuBLAS": lambda: gpu_ms(calls_on(torch.matmul, pairs))})
+            cells = []
+            for name, fn in (("ours", tg.matmul), ("cuBLAS", torch.matmul)):
+                error = ((fn(a, b).double() - exact).abs() / scale).max().item()
+                cells.append(f"{name} {tflop_per_s(flops, ms[name]):6.1f} TFLOP/s, "
+                             f"max error {error:.1e}")
+            print(f"matmul fp32 {m}x{n}x{k} {setting:<7} (tl.dot "
+                  f"{dot_input_precision(torch.float32):<6}) " + " | ".join(cells), flush=True)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    del pairs, a, b, exact, scale
+    torch.cuda.empty_cache()
+
+
 def sdpa(backend, causal):
     def run(q, k, v):
         with sdpa_kernel(backend):
@@ -291,6 +334,71 @@ def attention(lengths, head_dims, dtypes):
                     row("attention fwd", tag, ours_fwd, forward, "TFLOP/s", called)
                     row("attention bwd", tag, ours_bwd, backward, "TFLOP/s", called_bwd)
                     del q, k, v, grad, inputs, detached, first
+                torch.cuda.empty_cache()
+
+
+# Decode: queries of batch x 32 heads on 4 key/value heads (GQA 8:1), head_dim 128, against
+# a KV cache of each length; no mask (one query sees every key either way, and SDPA's
+# is_causal is aligned top-left). The rate is the keys' and values' bytes per second.
+DECODE_BATCHES, DECODE_QUERIES = (1, 8, 64), (1, 4, 16)
+DECODE_KEYS = (4096, 32768, 131072)
+
+
+def sdpa_gqa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+def decode(dtypes, quick=False):
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}
+    heads, kv_heads, head_dim = 32, 4, 128
+    for dtype_name in dtypes:
+        for batch in DECODE_BATCHES[::2] if quick else DECODE_BATCHES:
+            for num_keys in DECODE_KEYS[::2] if quick else DECODE_KEYS:
+                kv_bytes = 2 * batch * kv_heads * num_keys * head_dim * 2
+                if 2 * kv_bytes > torch.cuda.mem_get_info()[0]:
+                    print(f"decode {dtype_name} B{batch} Nk{num_keys}: skipped (memory)")
+                    continue
+                # Rotating copies up to 256 MiB, so that each call reads its cache from HBM.
+                copies = copies_for_cold_cache(kv_bytes, at_least=1)
+                caches = [tuple(torch.randn(batch, kv_heads, num_keys, head_dim, device="cuda",
+                                            dtype=DTYPES[dtype_name]) for _ in range(2))
+                          for _ in range(copies)]
+                for num_queries in DECODE_QUERIES[::2] if quick else DECODE_QUERIES:
+                    q = torch.randn(batch, heads, num_queries, head_dim, device="cuda",
+                                    dtype=DTYPES[dtype_name])
+                    # The backend is chosen once around each measurement, not per call.
+                    fns = {"ours": (tg.attention, contextlib.nullcontext)}
+                    fns |= {n: (sdpa_gqa, lambda b=b: sdpa_kernel(b)) for n, b in backends.items()}
+                    refused = []
+                    for name, (f, context) in list(fns.items()):
+                        try:
+                            with context():
+                                f(q, *caches[0])
+                        except RuntimeError:  # this backend does not take the shape
+                            refused.append(name)
+                            del fns[name]
+
+                    def measure(f, context):
+                        with context():
+                            return gpu_ms([lambda c=c: f(q, *c) for c in caches])
+
+                    def called_vs(name, f, context):
+                        with context():
+                            return as_called("decode", what,
+                                             lambda: tg.attention(q, *caches[0]), name,
+                                             lambda: f(q, *caches[0]),
+                                             lambda ms: gb_per_s(kv_bytes, ms))
+
+                    what = f"{dtype_name} B{batch} Nq{num_queries} Nk{num_keys}"
+                    ms = in_turns({name: lambda f=f, c=c: measure(f, c)
+                                   for name, (f, c) in fns.items()})
+                    rates = {name: gb_per_s(kv_bytes, value) for name, value in ms.items()}
+                    called = "".join(called_vs(name, f, c) for name, (f, c) in fns.items()
+                                     if name != "ours")
+                    if refused:
+                        called += f"  | refused by {', '.join(refused)}"
+                    row("decode", what, rates.pop("ours"), rates, "GB/s", called)
+                del caches
                 torch.cuda.empty_cache()
 
 
@@ -383,7 +491,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes of each op")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="ops to run: add softmax matmul attention host (default: all)")
+                        help="ops to run: add softmax matmul precision attention decode host "
+                             "(default: all)")
     parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES), default=None,
                         help="of each op's dtypes, only these (default: all)")
     parser.add_argument("--lengths", nargs="*", type=int, choices=ATTENTION_LENGTHS,
@@ -426,7 +535,8 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/report.py needs a CUDA GPU")
     print(tg.runtime.describe(), flush=True)
-    only = set(args.only or ["add", "softmax", "matmul", "attention", "host"])
+    only = set(args.only or ["add", "softmax", "matmul", "precision", "attention", "decode",
+                             "host"])
     if "host" in only:
         host()
     roofs = ceilings()
@@ -440,10 +550,14 @@ def main():
         matmul(shapes, dtypes("fp16", "bf16"))
         shapes = MATMUL_COLUMN_SHAPES[::3] if args.quick else MATMUL_COLUMN_SHAPES
         matmul(shapes, dtypes("fp16", "bf16"), b_by_columns=True)
+    if "precision" in only:
+        matmul_precision()
     if "attention" in only:
         lengths = [1024, 16384] if args.quick else ATTENTION_LENGTHS
         lengths = [n for n in lengths if args.lengths is None or n in args.lengths]
         attention(lengths, [64, 128], dtypes("fp16", "bf16"))
+    if "decode" in only:
+        decode(dtypes("fp16", "bf16"), quick=args.quick)
     TALLY.print()
 
 

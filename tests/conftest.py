@@ -15,6 +15,12 @@ from triton_guide.testing import assert_close
 # pytest-xdist, gathered from the workers when they finish).
 _RESULTS: dict[str, list[tuple[tuple[int, ...], str, float]]] = defaultdict(list)
 
+# FLOAT32_MATMUL_PRECISION=high (or medium, or highest, PyTorch's default) runs the session
+# under that torch.set_float32_matmul_precision: the package's float32 tl.dot follows it,
+# and so do the tolerances of triton_guide.testing.tolerance(..., tensor_cores=True).
+if os.environ.get("FLOAT32_MATMUL_PRECISION"):
+    torch.set_float32_matmul_precision(os.environ["FLOAT32_MATMUL_PRECISION"])
+
 BF16_NEEDS_GPU = pytest.mark.skipif(
     runtime.interpreting(),
     reason="needs a GPU: the Triton interpreter has no bfloat16 arithmetic",
@@ -80,7 +86,11 @@ def check():
 
 
 def pytest_report_header(config):
-    return f"triton_guide runs on: {runtime.describe()}"
+    from triton_guide.precision import dot_input_precision, float32_matmul_precision
+
+    return (f"triton_guide runs on: {runtime.describe()}; float32 matmul precision "
+            f"{float32_matmul_precision()!r} (tl.dot input_precision "
+            f"{dot_input_precision(torch.float32)!r})")
 
 
 def pytest_sessionfinish(session):

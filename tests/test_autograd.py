@@ -5,7 +5,7 @@ import torch
 
 from triton_guide import (attention, layer_norm, matmul, rms_norm, softmax, transpose,
                           vector_add)
-from triton_guide.library import Operator, double_backward_message
+from triton_guide.library import OPERATORS, double_backward_message
 from triton_guide.testing import tolerance
 
 RTOL = tolerance(torch.float32, tensor_cores=True)
@@ -125,24 +125,10 @@ def test_no_grad_inputs_give_plain_outputs(op, device):
     assert calls[op]().grad_fn is None
 
 
-def _operators():
-    """Every Operator the package made, by name (they are module-level names of the ops)."""
-    import sys
-
-    found = {}
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("triton_guide."):
-            continue
-        for value in vars(module).values():
-            if isinstance(value, Operator):
-                found[value.name] = value
-    return found
-
-
 def test_eager_autograd_does_not_dispatch_through_the_operator(device, check, monkeypatch):
     # In eager mode autograd records an autograd.Function running the same launcher; the
     # registered operator's dispatch (tens of microseconds a call) is for torch.compile.
-    operators = _operators()
+    operators = OPERATORS
     assert {"matmul", "softmax", "softmax_backward", "layer_norm"} <= set(operators)
 
     def refuse(*args):

@@ -87,10 +87,20 @@ def test_every_python_module_run_with_dash_m_exists():
     assert all(importlib.util.find_spec(module) for module in modules), modules
 
 
-def test_the_op_checklist_names_the_op_to_copy_and_marks_the_registry_step():
+def test_the_op_checklist_names_the_op_to_copy_and_the_registry_step():
+    from pathlib import Path
+
+    from triton_guide import library, registry
+
     op = section("Adding an op")
     assert "Copy from `triton_guide/vector_add.py`" in op
-    assert "REGISTRY STEP" in op
+    for name in ("registry.register", "registry.MODULES", "library.Operator",
+                 "tests/test_registry.py"):
+        assert name in op, name
+    assert callable(registry.register) and callable(library.Operator)
+    package = Path(registry.__file__).parent
+    for module in registry.MODULES:  # the list the checklist says to extend
+        assert (package / f"{module}.py").is_file(), module
 
 
 def test_the_names_it_tells_to_use_are_defined_where_it_says():

@@ -176,10 +176,47 @@ def test_strided_rows(device, check):
     check("cross_entropy(grad)", grad, expected, rtol=1e-5, name="grad")
 
 
+# Every integer dtype of class indices, each with an ignore_index it can hold.
+TARGET_DTYPES = [
+    pytest.param(torch.int64, -100, id="int64"),
+    pytest.param(torch.int32, -100, id="int32"),
+    pytest.param(torch.int16, -100, id="int16"),
+    pytest.param(torch.int8, -100, id="int8"),
+    pytest.param(torch.uint8, 255, id="uint8"),
+]
+
+
+@pytest.mark.parametrize("target_dtype,ignore_index", TARGET_DTYPES)
+def test_every_integer_target_dtype(target_dtype, ignore_index, device, check):
+    logits, target = make_inputs(6, 120, torch.float32, device)  # classes fit in int8
+    target[[1, 4]] = ignore_index
+    grad_loss = torch.tensor(1.0, device=device)
+    loss, grad = ours_loss_and_grad(logits, target.to(target_dtype), grad_loss,
+                                    ignore_index=ignore_index)
+    expected_loss, expected_grad = reference_loss_and_grad(
+        logits, target, grad_loss, ignore_index=ignore_index)
+    assert (grad[[1, 4]] == 0).all()
+    check("cross_entropy", loss, expected_loss, rtol=1e-5, name="loss")
+    check("cross_entropy(grad)", grad, expected_grad, rtol=1e-5, name="grad")
+
+
+def test_uint8_targets_never_equal_a_negative_ignore_index(device, check):
+    # As in torch, which takes uint8 targets itself: -100 is no uint8 value, so no row is
+    # ignored (compared in uint8, -100 would wrap round to 156).
+    logits, target = make_inputs(5, 200, torch.float32, device)
+    target[2] = 156
+    target = target.to(torch.uint8)
+    loss = cross_entropy(logits, target, ignore_index=-100)
+    expected = torch.nn.functional.cross_entropy(logits.double(), target, ignore_index=-100)
+    check("cross_entropy", loss, expected, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "change,error,match",
     [
-        (lambda l, t: (l, t.int()), TypeError, "target has dtype"),
+        (lambda l, t: (l, t.float()), TypeError,
+         "target has dtype torch.float32; expected one of: int64, int32, int16, int8, uint8"),
+        (lambda l, t: (l, t.bool()), TypeError, "target has dtype torch.bool"),
         (lambda l, t: (l.double(), t), TypeError, "logits has dtype"),
         (lambda l, t: (l[0], t), ValueError, "logits must have 2 dimensions"),
         (lambda l, t: (l, t[:3]), ValueError, "one class index per row"),
@@ -187,7 +224,7 @@ def test_strided_rows(device, check):
         (lambda l, t: (l, t.clone().fill_(10)), ValueError, r"target\[0\] = 10"),
         (lambda l, t: (l, t.clone().fill_(-1)), ValueError, r"target\[0\] = -1"),
     ],
-    ids=["target_int32", "logits_float64", "logits_1d", "target_short",
+    ids=["target_float32", "target_bool", "logits_float64", "logits_1d", "target_short",
          "classes_strided", "target_too_large", "target_negative"],
 )
 def test_rejects_bad_tensors(change, error, match, device):

@@ -21,7 +21,9 @@ from triton_guide import (
     vector_sum,
 )
 from triton_guide.copy import copy, copy_matrix
+from triton_guide.debugging import checked_sqrt
 from triton_guide.testing import tolerance
+from triton_guide.validation import check_block_size, max_block_size
 
 # op name -> (call with one tensor argument x of the given shape, reference, shape of x)
 OPS = {
@@ -163,6 +165,54 @@ BAD_TUNING = {
         lambda x: transpose(x.view(3, 11), block_cols=24), ValueError,
         "block_cols must be a power of two, got 24; try 32",
     ),
+    # Past MAX_ELEMENTS_PER_THREAD (256) elements per thread: accepted before, and natively
+    # block_size=2**20 was still compiling after minutes.
+    "vector_add_block_2**20": (
+        lambda x: vector_add(x, x, block_size=2**20), ValueError,
+        "block_size is 1048576: launched with 4 warps of 32 threads, that is 8192 elements "
+        "per thread, more than the 256 .*; pass block_size=32768 or less",
+    ),
+    "vector_add_block_2**16": (
+        lambda x: vector_add(x, x, block_size=2**16), ValueError,
+        "block_size is 65536: .* 512 elements per thread.*pass block_size=32768 or less",
+    ),
+    "copy_block_16384_one_warp": (
+        lambda x: copy(x, block_size=16384, num_warps=1), ValueError,
+        "block_size is 16384: launched with 1 warp of 32 threads, that is 512 elements per thread.*"
+        "pass block_size=8192 or less",
+    ),
+    "copy_matrix_block_2**16": (
+        lambda x: copy_matrix(x.view(3, 11), block_size=2**16), ValueError,
+        "block_size is 65536: .*pass block_size=32768 or less",
+    ),
+    "vector_sum_block_2**16": (
+        lambda x: vector_sum(x, block_size=2**16), ValueError,
+        "block_size is 65536: .*pass block_size=32768 or less",
+    ),
+    "vector_sum_atomic_block_2**16": (
+        lambda x: vector_sum(x, method="atomic", block_size=2**16), ValueError,
+        "block_size is 65536: .*pass block_size=32768 or less",
+    ),
+    "softmax_online_block_2**20": (  # 32 warps for blocks this wide
+        lambda x: softmax(x.view(3, 11), method="online", block_size=2**20), ValueError,
+        "block_size is 1048576: launched with 32 warps.*more than the 128 .*"
+        "pass block_size=131072 or less",
+    ),
+    "cross_entropy_block_2**16": (  # 8 warps for blocks this wide
+        lambda x: cross_entropy(x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device),
+                                block_size=2**16), ValueError,
+        "block_size is 65536: launched with 8 warps.*more than the 128 .*"
+        "pass block_size=32768 or less",
+    ),
+    "transpose_tile_256x256": (
+        lambda x: transpose(x.view(3, 11), block_rows=256, block_cols=256), ValueError,
+        "block_rows x block_cols = 256 x 256 is 65536: .* 512 elements per thread.*"
+        "make the product 32768 or less",
+    ),
+    "checked_sqrt_block_2**16": (
+        lambda x: checked_sqrt(x.abs(), block_size=2**16), ValueError,
+        "block_size is 65536: .*pass block_size=32768 or less",
+    ),
 }
 
 
@@ -185,6 +235,38 @@ def test_tuning_arguments_are_checked_by_name(case, device):
 def test_numpy_integer_block_sizes_are_accepted(call, reference, device, check):
     x = torch.randn(6, 21, device=device)
     check("numpy tuning", call(x), reference(x.double()), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "call,reference",
+    [
+        (lambda x: vector_add(x, x, block_size=32768), lambda x: x + x),
+        # the performance page's widest block on one warp: 256 elements per thread
+        (lambda x: copy(x, block_size=8192, num_warps=1), lambda x: x),
+        (lambda x: softmax(x.view(3, 11), method="online", block_size=2**17),
+         lambda x: torch.softmax(x.view(3, 11), -1)),
+        (lambda x: cross_entropy(x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device),
+                                 block_size=2**15),
+         lambda x: torch.nn.functional.cross_entropy(
+             x.view(3, 11), torch.zeros(3, dtype=torch.long, device=x.device))),
+    ],
+    ids=["vector_add_32768", "copy_8192_one_warp", "softmax_online_2**17", "cross_entropy_2**15"],
+)
+def test_block_sizes_at_the_cap_are_accepted(call, reference, device, check):
+    x = torch.randn(33, device=device)
+    check("largest block", call(x), reference(x.double()), rtol=tolerance(torch.float32))
+
+
+@pytest.mark.parametrize("per_thread", [128, 256])
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
+def test_the_block_size_cap_follows_the_warps(num_warps, per_thread):
+    largest = max_block_size(num_warps, per_thread)
+    assert largest == min(2**20, per_thread * 32 * num_warps)
+    check = dict(num_warps=num_warps, per_thread=per_thread)
+    assert check_block_size("block_size", largest, **check) == largest
+    if largest < 2**20:
+        with pytest.raises(ValueError, match=f"pass block_size={largest} or less"):
+            check_block_size("block_size", 2 * largest, **check)
 
 
 def test_attention_accepts_numpy_bool_and_numpy_float(device, check):

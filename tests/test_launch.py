@@ -150,7 +150,7 @@ def test_repeat_launch_skips_triton_and_passes_every_parameter(toy):
 
 @pytest.mark.parametrize("change", ["misaligned pointer", "dtype", "int 16-divisible",
                                     "int equal to 1", "int past int32", "constexpr",
-                                    "float for int", "num_warps"])
+                                    "constexpr string", "float for int", "num_warps"])
 def test_a_new_specialisation_goes_through_triton(toy, change):
     kernel, triton_path = toy
     launcher = FastLauncher(kernel)
@@ -163,6 +163,8 @@ def test_a_new_specialisation_goes_through_triton(toy, change):
         "int equal to 1": dict(args=(x, 100, 1), kwargs=dict(BLOCK=64)),
         "int past int32": dict(args=(x, 2**31 + 3, 3), kwargs=dict(BLOCK=64)),
         "constexpr": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, FLAG=True)),
+        # as matmul's INPUT_PRECISION, one value per float32 matmul setting
+        "constexpr string": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, FLAG="tf32x3")),
         "float for int": dict(args=(x, 100.0, 3), kwargs=dict(BLOCK=64)),
         "num_warps": dict(args=(x, 100, 3), kwargs=dict(BLOCK=64, num_warps=8)),
     }[change]

@@ -482,3 +482,24 @@ def test_pruning_keeps_tiles_that_fit_the_shape(monkeypatch):
     assert kept(300, 4096) == [(128, 256), (128, 128), (64, 64), (16, 64)]
     # float32: 3 stages of 128 x 64 and 64 x 256 tiles need 288 KiB, more than the 227 KiB
     assert kept(8192, 8192, torch.float32) == [(128, 128)]
+
+
+def test_the_float32_only_tile_is_tried_for_float32_alone(monkeypatch):
+    # Three stages of 128 x 128 x 32 leave room for tf32x3's split operands; 16-bit inputs
+    # keep the candidates they were tuned with.
+    import importlib
+
+    module = importlib.import_module("triton_guide.matmul")
+    monkeypatch.setattr(module.torch.cuda, "current_device", lambda: 0)
+    h100 = type("Props", (), {"multi_processor_count": 132,
+                              "shared_memory_per_block_optin": 232448})
+    monkeypatch.setattr(module.torch.cuda, "get_device_properties", lambda device: h100)
+    configs = [module._config(*tile) for tile in
+               [(128, 128, 32, 8, 4, 4), module.FLOAT32_ONLY_TILE]]
+
+    def kept(dtype):
+        named = {"M": 4096, "N": 4096, "K": 4096, "a_ptr": torch.empty(0, dtype=dtype)}
+        return [module._tile_of(c) for c in module.prune_configs(configs, named)]
+
+    assert kept(torch.float32) == [(128, 128, 32, 8, 4, 4), module.FLOAT32_ONLY_TILE]
+    assert kept(torch.float16) == kept(torch.bfloat16) == [(128, 128, 32, 8, 4, 4)]

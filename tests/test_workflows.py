@@ -64,3 +64,32 @@ def test_the_built_site_is_what_gets_deployed():
                   if step.get("uses", "").startswith("actions/upload-pages-artifact"))
     deploy = [step["uses"].split("@")[0] for step in jobs["deploy"]["steps"]]
     assert (upload["with"]["path"], deploy) == ("_build/html", ["actions/deploy-pages"])
+
+
+def test_the_site_build_is_told_the_address_it_is_served_at():
+    site = load("site.yml")["jobs"]["site"]
+    build = next(step for step in site["steps"] if "make html" in str(step.get("run", "")))
+    configure = next(step for step in site["steps"]
+                     if step.get("uses", "").startswith("actions/configure-pages"))
+    assert build["env"]["TRITON_GUIDE_SITE_URL"] == (
+        "${{ steps.%s.outputs.base_url }}/" % configure["id"])
+
+
+def test_a_version_tag_builds_tests_the_wheel_then_publishes_with_trusted_publishing():
+    workflow = load("release.yml")
+    triggers = workflow.get("on", workflow.get(True))
+    jobs = workflow["jobs"]
+    publish = jobs["publish"]
+    assert (triggers, "python -m build" in steps_of(jobs["build"]),
+            "twine check" in steps_of(jobs["build"]),
+            "dist/*.whl" in steps_of(jobs["test"]), "pytest" in steps_of(jobs["test"]),
+            set(publish["needs"]), publish["permissions"]["id-token"],
+            "pypa/gh-action-pypi-publish" in steps_of(publish)) == (
+        {"push": {"tags": ["v*"]}}, True, True, True, True, {"build", "test"}, "write", True)
+
+
+def test_ci_runs_the_site_tests_and_requires_them():
+    ci = (ROOT / ".ci" / "run").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    test_target = next(line for line in makefile.splitlines() if line.startswith("test:"))
+    assert ("REQUIRE_SITE_TESTS=1" in ci, "site-test" in test_target.split()) == (True, True)

@@ -1,24 +1,36 @@
-"""Flash attention (FlashAttention-2 style): forward and backward, causal or not.
+"""Flash attention (FlashAttention-2 style): forward and backward, as models call it.
 
-``softmax(q @ k^T * sm_scale) @ v`` for ``q, k, v`` of shape (batch, heads, seq, head_dim),
-computed tile by tile without ever holding the ``seq x seq`` score matrix in memory:
+``softmax(q @ k^T * sm_scale) @ v`` for ``q`` of shape (batch, heads, num_queries,
+head_dim) and ``k``, ``v`` of shape (batch, kv_heads, num_keys, head_dim), computed tile by
+tile without ever holding the ``num_queries x num_keys`` score matrix in memory:
 
-* forward: each program owns ``BLOCK_M`` query rows and streams over the keys and values in
-  blocks of ``BLOCK_N``, keeping a running row maximum ``m``, running normaliser ``l`` and an
-  unnormalised output ``acc``; when a block raises the maximum, ``l`` and ``acc`` are rescaled
-  by ``exp(m_old - m_new)``. It also stores each row's log-sum-exp for the backward pass.
-* backward: softmax probabilities are recomputed from q, k and that log-sum-exp. One kernel
-  owns a block of keys and accumulates ``dk`` and ``dv`` over all query blocks; another owns a
-  block of queries and accumulates ``dq`` over all key blocks; neither needs atomics.
+* grouped heads: ``heads`` is a multiple of ``kv_heads``, and query head ``h`` reads key
+  and value head ``h // (heads // kv_heads)`` (grouped-query attention; multi-query when
+  ``kv_heads`` is 1).
+* masks, aligned bottom-right: with ``causal``, query ``i`` sees key ``j`` when
+  ``j <= i + num_keys - num_queries`` (the last query sees every key, as when new queries
+  are appended to a KV cache); a ``window`` W keeps only keys with
+  ``j > i + num_keys - num_queries - W``. A query that sees no key gets zeros.
+* forward: each program owns ``BLOCK_M`` query rows and streams over the keys and values
+  it can see in blocks of ``BLOCK_N``, keeping a running row maximum ``m`` of the raw
+  scores, a running normaliser ``l`` and an unnormalised output ``acc``; when a block
+  raises the maximum, ``l`` and ``acc`` are rescaled by ``exp(sm_scale * (m_old - m_new))``.
+  Blocks that every row sees whole skip the mask. It stores each row's ``m`` and
+  ``log2(l)`` for the backward pass, and its log-sum-exp.
+* decode (at most 16 queries): flash-decoding, in :mod:`triton_guide.attention_decode`.
+* backward: softmax probabilities are recomputed from q, k and the stored ``m`` and
+  ``log2(l)``. One kernel owns a block of keys of one key/value head and accumulates ``dk``
+  and ``dv`` over every query head of its group and every query block; another owns a block
+  of queries and accumulates ``dq`` over the key blocks; neither needs atomics.
 
-All kernels read their tiles of q, k, v and grad_out through tensor descriptors, which Hopper
-GPUs serve with the TMA copy engine (see ``_tma_layout`` for the layouts it accepts).
+The main kernels read their tiles of q, k, v and grad_out through tensor descriptors, which
+Hopper GPUs serve with the TMA copy engine; their block sizes and the blocks each program
+visits are in :mod:`triton_guide.attention_tiles`.
 
 Differences from the paper: exponentials are base 2 (``exp2``, with ``log2(e)`` folded into
-the scale), which is what the hardware computes natively; the causal mask is aligned top-left
-(query i sees keys 0..i), as in ``torch.nn.functional.scaled_dot_product_attention``. q, k and
-v must have the same shape: cross-attention with a different key length, dropout, and
-attention bias are not implemented.
+the scale), of raw scores minus their raw maximum (see :mod:`triton_guide.attention_decode`
+for why).
+Dropout and attention bias are not implemented.
 """
 
 from __future__ import annotations
@@ -28,92 +40,71 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .hardware import TMA_ALIGNMENT
+from .attention_decode import (
+    attention_decode,
+    check_scale,
+    new_outputs,
+    online_softmax_step,
+    qk_scale_of,
+    store_rows,
+    uses_decode,
+    visible,
+    visible_keys,
+)
+from .attention_tiles import (
+    autotune,
+    descriptor,
+    key_ranges,
+    needs_int64_rows,
+    query_ranges,
+    tma_layout,
+)
 from .runtime import interpreting
-from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
+from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .precision import dot_input_precision
+from .registry import register
 from .validation import (
-    INT32_MAX,
     check_bool,
     check_grid_axis,
-    check_positive_number,
+    check_int,
     check_same_dtype,
-    check_same_shape,
     check_tensor,
     needs_int64_offsets,
 )
 
-MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
-LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) = exp2(x * LOG2E)
+MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
+# A probability this close to 1 (within 4 units in float32's last place) leaves the others
+# a total of at most 2**-22: see attention_backward's SETTLE_ONE_HOT.
+ONE_HOT = tl.constexpr(1.0 - 2.0 ** -22)
 
 
 def attention_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-    sm_scale: float | None = None,
-) -> torch.Tensor:
-    """What :func:`attention` computes, written out in PyTorch (materialises the scores)."""
+    sm_scale: float | None = None, window: int | None = None, return_lse: bool = False,
+):
+    """What :func:`attention` computes, written out in PyTorch (materialises the scores).
+
+    Works in any floating dtype (float64 for checking) and is differentiable, the
+    log-sum-exp included. Takes the same arguments as :func:`attention`, unchecked.
+    """
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(q.shape[-1])
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)  # autograd sums the copies' gradients
+    v = v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-2, -1)) * sm_scale
-    if causal:
-        seq_len = q.shape[-2]
-        future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-
-
-def _set_block_shapes(nargs):
-    """Before each launch: make the descriptors' tiles match the configuration's blocks
-    (queries and their gradients in BLOCK_M rows, keys and values in BLOCK_N)."""
-    for name, rows in (("q_desc", "BLOCK_M"), ("do_desc", "BLOCK_M"),
-                       ("k_desc", "BLOCK_N"), ("v_desc", "BLOCK_N")):
-        if name in nargs:
-            nargs[name].block_shape = [1, 1, nargs[rows], nargs["BLOCK_D"]]
-
-
-def _config(block_m: int, block_n: int, stages: int, warps: int) -> triton.Config:
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_stages=stages,
-                         num_warps=warps, pre_hook=_set_block_shapes)
-
-
-# (BLOCK_M, BLOCK_N, num_stages, num_warps) that the autotuner tries, for head_dim up to 64
-# and above 64: the four fastest of 8-10 candidates per kernel, each timed on its own on an
-# H100 over the attention page's shapes. The forward and dq
-# kernels need BLOCK_M to be a multiple of BLOCK_N, dkdv the reverse. Float32 tiles take
-# twice the shared memory of float16 ones, and most of these overflow an H100's 227 KiB
-# at head_dim 128: float32 gets one smaller configuration per kernel instead.
-TUNED = {
-    "forward": {64: [(128, 128, 3, 4), (128, 64, 3, 4), (128, 64, 4, 4), (64, 64, 3, 4)],
-                128: [(128, 64, 2, 4), (128, 128, 3, 8), (256, 64, 3, 8), (64, 64, 3, 4)]},
-    "dkdv": {64: [(32, 64, 3, 4), (64, 64, 3, 4), (64, 64, 4, 4), (32, 128, 5, 4)],
-             128: [(64, 128, 3, 8), (64, 128, 4, 8), (64, 128, 5, 8), (32, 64, 3, 4)]},
-    "dq": {64: [(128, 64, 4, 8), (128, 64, 3, 8), (64, 64, 2, 4), (64, 64, 3, 4)],
-           128: [(128, 64, 3, 8), (128, 64, 4, 8), (128, 64, 5, 8), (128, 128, 2, 8)]},
-}
-FLOAT32 = {"forward": (64, 32, 2, 4), "dkdv": (32, 64, 2, 4), "dq": (64, 32, 2, 4)}
-INTERPRETER_BLOCKS = {"forward": (32, 16), "dkdv": (16, 32), "dq": (32, 16)}  # small, quick
-MAX_BLOCK = max(max(c[:2]) for table in TUNED.values() for cs in table.values() for c in cs)
-
-
-def _autotune(kernel: str):
-    """``triton.autotune`` over the kernel's tuned configurations for the call's head_dim
-    (or the one for float32)."""
-    if interpreting():
-        return triton.autotune([_config(*INTERPRETER_BLOCKS[kernel], 1, 4)],
-                               key=["seq_len", "HEAD_DIM", "CAUSAL"])
-    by_width = {width: [_config(*c) for c in cs] for width, cs in TUNED[kernel].items()}
-    float32 = [_config(*FLOAT32[kernel])]
-
-    def for_head_dim(configs, named_args, **kwargs):
-        if named_args["q_desc"].base.dtype == torch.float32:
-            return float32
-        return by_width[64 if kwargs["BLOCK_D"] <= 64 else 128]
-
-    return triton.autotune([c for cs in by_width.values() for c in cs] + float32,
-                           key=["seq_len", "HEAD_DIM", "CAUSAL"],
-                           prune_configs_by={"early_config_prune": for_head_dim})
+    seen = visible_keys(q.shape[-2], k.shape[-2], causal, window, q.device)
+    # A row that sees no key gives 0 and log-sum-exp -inf. Its scores are left finite so
+    # that neither the forward nor the backward computes -inf - (-inf).
+    sees_any = seen.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~seen & sees_any, float("-inf"))
+    out = (torch.softmax(scores, dim=-1) * sees_any) @ v
+    if not return_lse:
+        return out
+    lse = torch.logsumexp(scores, dim=-1).masked_fill(~sees_any[:, 0], float("-inf"))
+    return out, lse
 
 
 @triton.jit
@@ -124,243 +115,251 @@ def _rows(desc, batch, head, first_row, BLOCK: tl.constexpr, BLOCK_D: tl.constex
 
 @triton.jit
 def _forward_block_loop(
-    acc, row_sum, row_max,  # running output, normaliser and max (base 2) of the query rows
-    q, k_desc, v_desc, batch, head, offs_m, qk_scale,
+    acc, row_sum, row_max,  # running output, normaliser and max (of raw scores) of the rows
+    q, k_desc, v_desc, batch, kv_head, offs_m, qk_scale,
     start, end,  # key range to visit: [start, end), start a multiple of BLOCK_N
-    seq_len,
+    num_keys, diagonal, window,
     BLOCK_N: tl.constexpr,
-    CAUSAL_MASK: tl.constexpr,  # hide keys after the query (blocks on the diagonal)
-    BOUNDS_MASK: tl.constexpr,  # hide keys at or past seq_len (the last, partial block)
+    MASKED: tl.constexpr,  # hide the keys visible hides (blocks at the range's edges)
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     BLOCK_D: tl.constexpr = q.shape[1]
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(start, end, BLOCK_N):
-        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
-        scores = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N), unscaled
-        cols = start_n + offs_n
-        if CAUSAL_MASK:
-            scores = tl.where(offs_m[:, None] >= cols[None, :], scores, -float("inf"))
-        if BOUNDS_MASK:
-            scores = tl.where(cols[None, :] < seq_len, scores, -float("inf"))
-        # Scale the row maxima rather than every score: max(s) * c = max(s * c) for c > 0,
-        # and the exponent becomes one fused multiply-add per score.
-        new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
-        probs = tl.math.exp2(scores * qk_scale - new_max[:, None])
-        correction = tl.math.exp2(row_max - new_max)  # 0 on the first block (row_max = -inf)
-        row_sum = row_sum * correction + tl.sum(probs, axis=1)
-        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
-        acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None])
-        row_max = new_max
+        k = _rows(k_desc, batch, kv_head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # unscaled
+        if MASKED:
+            keep = visible(offs_m[:, None], (start_n + offs_n)[None, :], num_keys, diagonal,
+                            window, CAUSAL, WINDOW)
+            scores = tl.where(keep, scores, -float("inf"))
+        probs, correction, row_max, row_sum = online_softmax_step(
+            scores, row_max, row_sum, qk_scale, MASKED)
+        v = _rows(v_desc, batch, kv_head, start_n, BLOCK_N, BLOCK_D)
+        acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None],
+                     input_precision=DOT_PRECISION)
     return acc, row_sum, row_max
 
 
-@_autotune("forward")
+@autotune("forward")
 @triton.jit
 def attention_forward_kernel(
-    q_desc, k_desc, v_desc,  # tensor descriptors over (batch, heads, seq_len, head_dim)
-    out_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
-    lse_ptr,  # (batch * heads, seq_len) float32: log2-sum-exp of each row's scaled scores
-    num_heads, seq_len, sm_scale,
+    q_desc, k_desc, v_desc,  # tensor descriptors over (batch, heads, seq, head_dim)
+    out_ptr,  # (batch, heads, num_queries, HEAD_DIM), contiguous
+    lse_ptr, max_ptr, log2sum_ptr,  # (batch * heads, num_queries) float32: see store_rows
+    num_heads, group_size,  # query heads, and query heads per key/value head
+    num_queries, num_keys, window, qk_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two
-    CAUSAL: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,  # tl.dot's input_precision (float32 inputs): see dot_precision
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step; BLOCK_M is a multiple of it
-    INT64_OFFSETS: tl.constexpr = False,  # seq_len * HEAD_DIM can pass 2**31 - 1: use int64
+    INT64_OFFSETS: tl.constexpr = False,  # row * HEAD_DIM can pass 2**31 - 1: use int64
 ):
     block_index = tl.program_id(0)
     if CAUSAL:
-        # Blocks near the end of the sequence have the most keys to visit: start them first.
+        # Blocks near the end of the queries have the most keys to visit: start them first.
         block_index = tl.num_programs(0) - 1 - block_index
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
+    kv_head = head // group_size
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
     q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
+    diagonal = num_keys - num_queries
 
-    qk_scale = sm_scale * LOG2E  # exp(x * sm_scale) = exp2(x * qk_scale)
     row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
     row_sum = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    if CAUSAL:
-        # Keys before this block of queries are visible to every row in it: no mask needed.
-        acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            0, first_row, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
-        )
-        # The diagonal block: each row sees the keys up to its own position. Keys past
-        # seq_len come after every real row, so the causal mask hides them too.
-        acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            first_row, tl.minimum(first_row + BLOCK_M, seq_len), seq_len, BLOCK_N,
-            CAUSAL_MASK=True, BOUNDS_MASK=False,
-        )
-    else:
-        full_end = (seq_len // BLOCK_N) * BLOCK_N
-        acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
-        )
-        # At most one partial block of keys remains past the last full one; the descriptor
-        # reads its missing rows as zeros, which would score 0, so mask them.
-        acc, row_sum, row_max = _forward_block_loop(
-            acc, row_sum, row_max, q, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
-        )
+    lo, full_lo, full_hi, hi = key_ranges(first_row, num_keys, diagonal, window, BLOCK_M,
+                                           BLOCK_N, CAUSAL, WINDOW)
+    # The window's leading edge, the keys every row sees, then the causal diagonal and the
+    # last partial block of keys (the descriptor reads its missing rows as zeros, which
+    # would score 0).
+    acc, row_sum, row_max = _forward_block_loop(
+        acc, row_sum, row_max, q, k_desc, v_desc, batch, kv_head, offs_m, qk_scale,
+        lo, full_lo, num_keys, diagonal, window, BLOCK_N, True, CAUSAL, WINDOW, DOT_PRECISION)
+    acc, row_sum, row_max = _forward_block_loop(
+        acc, row_sum, row_max, q, k_desc, v_desc, batch, kv_head, offs_m, qk_scale,
+        full_lo, full_hi, num_keys, diagonal, window, BLOCK_N, False, CAUSAL, WINDOW,
+        DOT_PRECISION)
+    acc, row_sum, row_max = _forward_block_loop(
+        acc, row_sum, row_max, q, k_desc, v_desc, batch, kv_head, offs_m, qk_scale,
+        full_hi, hi, num_keys, diagonal, window, BLOCK_N, True, CAUSAL, WINDOW, DOT_PRECISION)
 
-    acc = acc / row_sum[:, None]
     if INT64_OFFSETS:
         offs_m = offs_m.to(tl.int64)
-    row_mask = offs_m < seq_len
-    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse and out
-    tl.store(lse_ptr + head_rows + offs_m, row_max + tl.math.log2(row_sum), mask=row_mask)
-    offs_d = tl.arange(0, BLOCK_D)
-    out_ptrs = out_ptr + head_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-    tile_mask = row_mask[:, None] & (offs_d < HEAD_DIM)[None, :]
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=tile_mask)
+    head_rows = batch_head.to(tl.int64) * num_queries  # this head's first row
+    store_rows(out_ptr, lse_ptr, max_ptr, log2sum_ptr, acc, row_sum, row_max, head_rows,
+                offs_m, offs_m < num_queries, qk_scale, HEAD_DIM)
 
 
 @triton.jit
 def attention_backward_preprocess_kernel(
-    out_ptr, grad_out_ptr, delta_ptr,  # out and grad_out contiguous; delta (batch*heads, seq)
-    seq_len,
+    out_ptr, grad_out_ptr,  # (batch * heads * num_queries, HEAD_DIM), contiguous
+    grad_lse_ptr,  # (batch * heads * num_queries) float32, the log-sum-exp's gradient
+    delta_ptr,  # (batch * heads * num_queries) float32
+    num_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    HAS_GRAD_LSE: tl.constexpr,
     INT64_OFFSETS: tl.constexpr = False,
 ):
-    # delta_i = sum_d out[i, d] * grad_out[i, d], the row term of the softmax gradient.
+    # delta_i = sum_d out[i, d] * grad_out[i, d] - grad_lse[i], the row term of the softmax
+    # gradient (d lse_i / d score_ij is the probability p_ij, so grad_lse enters there).
     block_index = tl.program_id(0)
     if INT64_OFFSETS:
         block_index = block_index.to(tl.int64)
-    batch_head = tl.program_id(1).to(tl.int64)
     offs_m = block_index * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    if INT64_OFFSETS:
-        offs_d = offs_d.to(tl.int64)
-    mask = (offs_m[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
-    offsets = batch_head * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    mask = (offs_m[:, None] < num_rows) & (offs_d[None, :] < HEAD_DIM)
+    offsets = offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     out = tl.load(out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     grad_out = tl.load(grad_out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     delta = tl.sum(out * grad_out, axis=1)
-    tl.store(delta_ptr + batch_head * seq_len + offs_m, delta, mask=offs_m < seq_len)
+    if HAS_GRAD_LSE:
+        delta -= tl.load(grad_lse_ptr + offs_m, mask=offs_m < num_rows, other=0.0)
+    tl.store(delta_ptr + offs_m, delta, mask=offs_m < num_rows)
 
 
 @triton.jit
 def _dkdv_block_loop(
     dk, dv, k, v,  # accumulators and this program's keys and values, (BLOCK_N, BLOCK_D)
-    q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
+    q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head, offs_n, qk_scale,
     start, end,  # query range to visit, start a multiple of BLOCK_M
-    seq_len, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+    num_queries, num_keys, diagonal, window, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,
 ):
-    # Query rows past seq_len load as zeros (q, grad_out, lse and delta), so they add exactly
-    # zero to dk and dv: no bounds mask is needed here.
+    # Query rows past num_queries load as zeros (q, grad_out, delta) with statistics
+    # (0, +inf), so their probabilities are 0 and they add exactly zero to dk and dv.
     BLOCK_D: tl.constexpr = k.shape[1]
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(start, end, BLOCK_M):
         offs_m = start_m + offs_m0
-        row_mask = offs_m < seq_len
+        row_mask = offs_m < num_queries
         q = _rows(q_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
-        lse = tl.load(lse_base + offs_m, mask=row_mask, other=0.0)
+        row_max = tl.load(max_base + offs_m, mask=row_mask, other=0.0)
+        log2_sum = tl.load(log2sum_base + offs_m, mask=row_mask, other=float("inf"))
         # Work with transposed tiles (keys along rows) so the results land in dk, dv rows.
-        scores_t = tl.dot(k, tl.trans(q))
-        if CAUSAL_MASK:
-            scores_t = tl.where(offs_m[None, :] >= offs_n[:, None], scores_t, -float("inf"))
-        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
+        scores_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)
+        if MASKED:
+            keep = visible(offs_m[None, :], offs_n[:, None], num_keys, diagonal, window,
+                            CAUSAL, WINDOW)
+            scores_t = tl.where(keep, scores_t, -float("inf"))
+        probs_t = tl.math.exp2((scores_t - row_max[None, :]) * qk_scale - log2_sum[None, :])
         do = _rows(do_desc, batch, head, start_m, BLOCK_M, BLOCK_D)
-        dv = tl.dot(probs_t.to(do.dtype), do, dv)
+        dv = tl.dot(probs_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         delta = tl.load(delta_base + offs_m, mask=row_mask, other=0.0)
-        dprobs_t = tl.dot(v, tl.trans(do))
+        dprobs_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)
         dscores_t = probs_t * (dprobs_t - delta[None, :])
-        dk = tl.dot(dscores_t.to(q.dtype), q, dk)
+        if SETTLE_ONE_HOT:
+            dscores_t = tl.where(probs_t >= ONE_HOT, 0.0, dscores_t)
+        dk = tl.dot(dscores_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
     return dk, dv
 
 
-@_autotune("dkdv")
+@autotune("dkdv")
 @triton.jit
 def attention_backward_dkdv_kernel(
-    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq_len, head_dim)
-    lse_ptr, delta_ptr,  # (batch * heads, seq_len) float32
-    dk_ptr, dv_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
-    num_heads, seq_len, sm_scale,
+    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq, head_dim)
+    max_ptr, log2sum_ptr, delta_ptr,  # (batch * heads, num_queries) float32
+    dk_ptr, dv_ptr,  # (batch, kv_heads, num_keys, HEAD_DIM), contiguous
+    num_kv_heads, group_size, num_queries, num_keys, window, qk_scale, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,  # see attention_backward
     BLOCK_M: tl.constexpr,  # query rows per step
     BLOCK_N: tl.constexpr,  # keys per program; a multiple of BLOCK_M
     INT64_OFFSETS: tl.constexpr = False,
 ):
     block_index = tl.program_id(0)
-    batch_head = tl.program_id(1)
-    batch = batch_head // num_heads
-    head = batch_head % num_heads
-    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse, delta, dk, dv
-    lse_base = lse_ptr + head_rows
-    delta_base = delta_ptr + head_rows
+    batch_kv_head = tl.program_id(1)
+    batch = batch_kv_head // num_kv_heads
+    kv_head = batch_kv_head % num_kv_heads
+    diagonal = num_keys - num_queries
 
     first_key = block_index * BLOCK_N
     offs_n = first_key + tl.arange(0, BLOCK_N)
-    k = _rows(k_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
-    v = _rows(v_desc, batch, head, first_key, BLOCK_N, BLOCK_D)
+    k = _rows(k_desc, batch, kv_head, first_key, BLOCK_N, BLOCK_D)
+    v = _rows(v_desc, batch, kv_head, first_key, BLOCK_N, BLOCK_D)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * LOG2E  # as in the forward kernel
-
-    if CAUSAL:
-        # Queries before first_key see none of these keys; those on the diagonal see some.
+    lo, full_lo, full_hi, hi = query_ranges(first_key, num_queries, diagonal, window,
+                                             BLOCK_N, BLOCK_M, CAUSAL, WINDOW)
+    # Every query head of the group reads these keys: their gradients add up here.
+    for member in range(group_size):
+        head = kv_head * group_size + member
+        head_rows = (batch * num_kv_heads * group_size + head).to(tl.int64) * num_queries
+        max_base = max_ptr + head_rows
+        log2sum_base = log2sum_ptr + head_rows
+        delta_base = delta_ptr + head_rows
+        # Queries on the causal diagonal, those that see the whole block, those at the
+        # window's trailing edge.
         dk, dv = _dkdv_block_loop(
-            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
-            first_key, tl.minimum(first_key + BLOCK_N, seq_len), seq_len, BLOCK_M,
-            CAUSAL_MASK=True,
-        )
-        rest_start = first_key + BLOCK_N
-    else:
-        rest_start = 0
-    dk, dv = _dkdv_block_loop(
-        dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, batch, head, offs_n, qk_scale,
-        rest_start, seq_len, seq_len, BLOCK_M, CAUSAL_MASK=False,
-    )
+            dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
+            offs_n, qk_scale, lo, full_lo, num_queries, num_keys, diagonal, window, BLOCK_M,
+            True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
+        dk, dv = _dkdv_block_loop(
+            dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
+            offs_n, qk_scale, full_lo, full_hi, num_queries, num_keys, diagonal, window,
+            BLOCK_M, False, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
+        dk, dv = _dkdv_block_loop(
+            dk, dv, k, v, q_desc, do_desc, max_base, log2sum_base, delta_base, batch, head,
+            offs_n, qk_scale, full_hi, hi, num_queries, num_keys, diagonal, window, BLOCK_M,
+            True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
 
     if INT64_OFFSETS:
         offs_n = offs_n.to(tl.int64)
     offs_d = tl.arange(0, BLOCK_D)
-    offsets = head_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    tile_mask = (offs_n[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
+    head_keys = batch_kv_head.to(tl.int64) * num_keys
+    offsets = head_keys * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tile_mask = (offs_n[:, None] < num_keys) & (offs_d[None, :] < HEAD_DIM)
     tl.store(dk_ptr + offsets, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=tile_mask)
     tl.store(dv_ptr + offsets, dv.to(dv_ptr.dtype.element_ty), mask=tile_mask)
 
 
 @triton.jit
 def _dq_block_loop(
-    dq, q, do, lse, delta,  # accumulator and this program's rows, (BLOCK_M, ...)
-    k_desc, v_desc, batch, head, offs_m, qk_scale,
+    dq, q, do, row_max, log2_sum, delta,  # accumulator and this program's rows
+    k_desc, v_desc, batch, kv_head, offs_m, qk_scale,
     start, end,  # key range to visit, start a multiple of BLOCK_N
-    seq_len, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr,
+    num_keys, diagonal, window, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,
 ):
     BLOCK_D: tl.constexpr = q.shape[1]
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(start, end, BLOCK_N):
         offs_n = start_n + offs_n0
-        k = _rows(k_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
-        v = _rows(v_desc, batch, head, start_n, BLOCK_N, BLOCK_D)
-        scores = tl.dot(q, tl.trans(k))
-        if CAUSAL_MASK:
-            scores = tl.where(offs_m[:, None] >= offs_n[None, :], scores, -float("inf"))
-        if BOUNDS_MASK:
-            # A zero key past the end scores 0, and exp2(0 - lse) can overflow: hide it.
-            scores = tl.where(offs_n[None, :] < seq_len, scores, -float("inf"))
-        probs = tl.math.exp2(scores * qk_scale - lse[:, None])
-        dprobs = tl.dot(do, tl.trans(v))
+        k = _rows(k_desc, batch, kv_head, start_n, BLOCK_N, BLOCK_D)
+        v = _rows(v_desc, batch, kv_head, start_n, BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        if MASKED:
+            # Also hides zero keys past the end, which would score 0, and exp2 of that can
+            # overflow.
+            keep = visible(offs_m[:, None], offs_n[None, :], num_keys, diagonal, window,
+                            CAUSAL, WINDOW)
+            scores = tl.where(keep, scores, -float("inf"))
+        probs = tl.math.exp2((scores - row_max[:, None]) * qk_scale - log2_sum[:, None])
+        dprobs = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)
         dscores = probs * (dprobs - delta[:, None])
-        dq = tl.dot(dscores.to(k.dtype), k, dq)
+        if SETTLE_ONE_HOT:
+            dscores = tl.where(probs >= ONE_HOT, 0.0, dscores)
+        dq = tl.dot(dscores.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
     return dq
 
 
-@_autotune("dq")
+@autotune("dq")
 @triton.jit
 def attention_backward_dq_kernel(
-    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq_len, head_dim)
-    lse_ptr, delta_ptr,  # (batch * heads, seq_len) float32
-    dq_ptr,  # (batch, heads, seq_len, HEAD_DIM), contiguous
-    num_heads, seq_len, sm_scale,
+    q_desc, k_desc, v_desc, do_desc,  # descriptors over (batch, heads, seq, head_dim)
+    max_ptr, log2sum_ptr, delta_ptr,  # (batch * heads, num_queries) float32
+    dq_ptr,  # (batch, heads, num_queries, HEAD_DIM), contiguous
+    num_heads, group_size, num_queries, num_keys, window, qk_scale, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SETTLE_ONE_HOT: tl.constexpr,  # see attention_backward
     BLOCK_M: tl.constexpr,  # query rows per program; a multiple of BLOCK_N
     BLOCK_N: tl.constexpr,  # keys per step
     INT64_OFFSETS: tl.constexpr = False,
@@ -369,40 +368,31 @@ def attention_backward_dq_kernel(
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
-    head_rows = batch_head.to(tl.int64) * seq_len  # this head's first row in lse, delta, dq
+    kv_head = head // group_size
+    head_rows = batch_head.to(tl.int64) * num_queries  # this head's first row
+    diagonal = num_keys - num_queries
 
     first_row = block_index * BLOCK_M
     offs_m = first_row + tl.arange(0, BLOCK_M)
-    row_mask = offs_m < seq_len
+    row_mask = offs_m < num_queries
     q = _rows(q_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
     do = _rows(do_desc, batch, head, first_row, BLOCK_M, BLOCK_D)
-    lse = tl.load(lse_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
+    row_max = tl.load(max_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
+    log2_sum = tl.load(log2sum_ptr + head_rows + offs_m, mask=row_mask, other=float("inf"))
     delta = tl.load(delta_ptr + head_rows + offs_m, mask=row_mask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    qk_scale = sm_scale * LOG2E  # as in the forward kernel
 
-    if CAUSAL:
-        dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            0, first_row, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
-        )
-        # Keys past seq_len on the diagonal come after every real row: the causal mask
-        # hides them.
-        dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            first_row, tl.minimum(first_row + BLOCK_M, seq_len), seq_len, BLOCK_N,
-            CAUSAL_MASK=True, BOUNDS_MASK=False,
-        )
-    else:
-        full_end = (seq_len // BLOCK_N) * BLOCK_N
-        dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            0, full_end, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=False,
-        )
-        dq = _dq_block_loop(
-            dq, q, do, lse, delta, k_desc, v_desc, batch, head, offs_m, qk_scale,
-            full_end, seq_len, seq_len, BLOCK_N, CAUSAL_MASK=False, BOUNDS_MASK=True,
-        )
+    lo, full_lo, full_hi, hi = key_ranges(first_row, num_keys, diagonal, window, BLOCK_M,
+                                           BLOCK_N, CAUSAL, WINDOW)
+    dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
+                        offs_m, qk_scale, lo, full_lo, num_keys, diagonal, window, BLOCK_N,
+                        True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
+    dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
+                        offs_m, qk_scale, full_lo, full_hi, num_keys, diagonal, window, BLOCK_N,
+                        False, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
+    dq = _dq_block_loop(dq, q, do, row_max, log2_sum, delta, k_desc, v_desc, batch, kv_head,
+                        offs_m, qk_scale, full_hi, hi, num_keys, diagonal, window, BLOCK_N,
+                        True, CAUSAL, WINDOW, DOT_PRECISION, SETTLE_ONE_HOT)
 
     if INT64_OFFSETS:
         offs_m = offs_m.to(tl.int64)
@@ -412,141 +402,123 @@ def attention_backward_dq_kernel(
     tl.store(dq_ptrs, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=tile_mask)
 
 
-# q, k, v (and, in the backward, the output's gradient) are read through tensor
-# descriptors (``triton.tools.tensor_descriptor``): a host-side record of a tensor's base,
-# shape and strides that lets ``desc.load`` fetch a whole tile. On Hopper (sm_90) that load
-# is one TMA instruction, an asynchronous copy engine that fills shared memory without
-# using the warps' registers or address arithmetic, and rows past the end of a head come
-# back as zeros. Elsewhere Triton lowers it to ordinary loads. TMA needs the base and
-# every stride but the last to be multiples of 16 bytes (TMA_ALIGNMENT).
-
-
-def _descriptor_ready(t: torch.Tensor) -> bool:
-    """True when a (batch, heads, seq, head_dim) tensor meets TMA's alignment rules."""
-    nbytes = t.element_size()
-    return (t.stride(3) == 1 and t.data_ptr() % TMA_ALIGNMENT == 0
-            and all(t.stride(i) > 0 and t.stride(i) * nbytes % TMA_ALIGNMENT == 0
-                    for i in range(3) if t.shape[i] > 1))
-
-
-def _tma_layout(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself when a descriptor can read it, else a copy that can: contiguous, with
-    ``head_dim`` padded by zeros to a multiple of 16 bytes (zero columns add nothing to
-    ``q @ k^T``, and the extra output columns they give ``p @ v`` are never stored)."""
-    if _descriptor_ready(t):
-        return t
-    head_dim = t.shape[-1]
-    per_row = TMA_ALIGNMENT // t.element_size()
-    padded = torch.zeros((*t.shape[:-1], cdiv(head_dim, per_row) * per_row),
-                         dtype=t.dtype, device=t.device)
-    padded[..., :head_dim] = t
-    return padded
-
-
-def _descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescriptor:
-    """A descriptor over (batch, heads, seq, head_dim) that loads [1, 1, block_rows, block_d]."""
-    # A dimension of size 1 is never stepped along: any aligned stride describes it.
-    strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
-               for size, stride in zip(t.shape, t.stride())]
-    strides[-1] = 1
-    # _tma_layout has made t readable by TMA: skip the constructor's re-check of it.
-    return unchecked_descriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
-
-
-def _needs_int64_rows(seq_len: int, head_dim: int) -> bool:
-    """Whether ``row * head_dim`` within one head can pass int32 (the kernels' stores index
-    rows up to a block, at most MAX_BLOCK rows, past seq_len)."""
-    return (seq_len + MAX_BLOCK) * head_dim > INT32_MAX
-
-
 def attention_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the forward kernel; return the output and each row's log2-sum-exp."""
-    batch, heads, seq_len, head_dim = q.shape
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+    window: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch the forward kernel (or, for few queries, flash-decoding); return the output,
+    each row's log-sum-exp (natural log), and the statistics the backward needs: each row's
+    raw score maximum and the log2 of its normaliser, stacked in one (2, batch, heads,
+    num_queries) float32 tensor. ``window`` 0 means no window."""
+    if uses_decode(q, k):
+        return attention_decode(q, k, v, causal, sm_scale, window)
+    batch, heads, num_queries, head_dim = q.shape
+    kv_heads, num_keys = k.shape[1], k.shape[2]
+    out, lse, stats = new_outputs(q)
     block_d = next_power_of_2(head_dim)
     # The autotuner's pre-hook sets each descriptor's tile to the configuration's blocks.
-    q_desc, k_desc, v_desc = (_descriptor(_tma_layout(t), 1, block_d) for t in (q, k, v))
+    q_desc, k_desc, v_desc = (descriptor(tma_layout(t), 1, block_d) for t in (q, k, v))
 
     def grid(meta):
-        return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
+        return (cdiv(num_queries, meta["BLOCK_M"]), batch * heads)
 
     fast_launch(attention_forward_kernel)[grid](
-        q_desc, k_desc, v_desc, out, lse, heads, seq_len, sm_scale,
-        HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
-        INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim),
+        q_desc, k_desc, v_desc, out, lse, stats[0], stats[1], heads, heads // kv_heads,
+        num_queries, num_keys, window, qk_scale_of(sm_scale),
+        HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, WINDOW=window > 0,
+        DOT_PRECISION=dot_input_precision(q.dtype),
+        INT64_OFFSETS=needs_int64_rows(num_queries, head_dim),
     )
-    return out, lse
+    return out, lse, stats
 
 
 def attention_backward(
-    grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-    out: torch.Tensor, lse: torch.Tensor, causal: bool, sm_scale: float,
+    grad_out: torch.Tensor, grad_lse: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor,
+    v: torch.Tensor, out: torch.Tensor, stats: torch.Tensor, causal: bool, sm_scale: float,
+    window: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch the three backward kernels; return the gradients of q, k and v."""
-    batch, heads, seq_len, head_dim = q.shape
+    """Launch the three backward kernels; return the gradients of q, k and v
+    (``grad_lse``: the log-sum-exp's gradient, or None)."""
+    batch, heads, num_queries, head_dim = q.shape
+    kv_heads, num_keys = k.shape[1], k.shape[2]
     block_d = next_power_of_2(head_dim)
     grad_out = grad_out.contiguous()
-    delta = torch.empty_like(lse)
+    delta = torch.empty((batch * heads, num_queries), dtype=torch.float32, device=q.device)
+    if grad_lse is not None:
+        grad_lse = grad_lse.to(torch.float32).contiguous()
     # Rows per program of the delta kernel: 64 rows of out and grad_out are 32 KiB at
     # head_dim 128 in float16, enough loads in flight per program for a kernel that only
     # streams them once (16 keeps the interpreter quick). Not tuned.
-    preprocess_block = 64 if not interpreting() else 16
-    preprocess_grid = (cdiv(seq_len, preprocess_block), batch * heads)
-    fast_launch(attention_backward_preprocess_kernel)[preprocess_grid](
-        out, grad_out, delta, seq_len, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
-        INT64_OFFSETS=needs_int64_offsets(out, grad_out, lse),
+    preprocess_block = (64 if head_dim <= 128 else 32) if not interpreting() else 16
+    num_rows = batch * heads * num_queries
+    fast_launch(attention_backward_preprocess_kernel)[(cdiv(num_rows, preprocess_block),)](
+        out, grad_out, grad_lse if grad_lse is not None else delta, delta, num_rows,
+        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=preprocess_block,
+        HAS_GRAD_LSE=grad_lse is not None,
+        INT64_OFFSETS=needs_int64_offsets(out, grad_out, largest_index=(num_rows + 64) * head_dim),
     )
-    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
     # One descriptor each for q, k, v and grad_out, shared by both kernels; the pre-hook
     # sets their tiles before each launch.
-    descriptors = [_descriptor(_tma_layout(t), 1, block_d) for t in (q, k, v, grad_out)]
-    common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal,
-                  INT64_OFFSETS=_needs_int64_rows(seq_len, head_dim))
+    descriptors = [descriptor(tma_layout(t), 1, block_d) for t in (q, k, v, grad_out)]
+    # dS = p * (dP - delta), and dq, dk are sm_scale times sums of it. Where a row's
+    # softmax is one-hot (p rounds to 1 for one key), the exact bracket is at most a few
+    # units in float32's last place of dP, but dP and delta are computed in different
+    # orders, so the bracket comes out as rounding noise of that size: negligible times a
+    # scale up to 1, but 1e20 times it swamps the answer (about 0) or overflows float16.
+    # Above scale 1, such entries are set to 0, which is within that noise of the exact
+    # value; at or below it, the kernels skip the test.
+    common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal, WINDOW=window > 0,
+                  DOT_PRECISION=dot_input_precision(q.dtype), SETTLE_ONE_HOT=sm_scale > 1.0,
+                  INT64_OFFSETS=needs_int64_rows(max(num_queries, num_keys), head_dim))
+    qk_scale = qk_scale_of(sm_scale)
 
     def dkdv_grid(meta):
-        return (cdiv(seq_len, meta["BLOCK_N"]), batch * heads)
+        return (cdiv(num_keys, meta["BLOCK_N"]), batch * kv_heads)
 
     fast_launch(attention_backward_dkdv_kernel)[dkdv_grid](
-        *descriptors, lse, delta, dk, dv, heads, seq_len, sm_scale, **common,
+        *descriptors, stats[0], stats[1], delta, dk, dv, kv_heads, heads // kv_heads,
+        num_queries, num_keys, window, qk_scale, sm_scale, **common,
     )
 
     def dq_grid(meta):
-        return (cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
+        return (cdiv(num_queries, meta["BLOCK_M"]), batch * heads)
 
     fast_launch(attention_backward_dq_kernel)[dq_grid](
-        *descriptors, lse, delta, dq, heads, seq_len, sm_scale, **common,
+        *descriptors, stats[0], stats[1], delta, dq, heads, heads // kv_heads,
+        num_queries, num_keys, window, qk_scale, sm_scale, **common,
     )
     return dq, dk, dv
 
 
-def _fake_forward(q, k, v, causal, sm_scale):
-    batch, heads, seq_len, _ = q.shape
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)
-    return out, lse
+def _fake_forward(q, k, v, causal, sm_scale, window=0):
+    return new_outputs(q)
 
 
-def _fake_backward(grad_out, q, k, v, out, lse, causal, sm_scale):
+def _fake_backward(grad_out, grad_lse, q, k, v, out, stats, causal, sm_scale, window=0):
     return tuple(torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
 
 
 def _save_for_backward(ctx, inputs, output):
-    q, k, v, causal, sm_scale = inputs
-    out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
+    q, k, v, causal, sm_scale, *window = inputs
+    out, lse, stats = output
+    ctx.save_for_backward(q, k, v, out, stats)
     ctx.causal = causal
     ctx.sm_scale = sm_scale
-    ctx.mark_non_differentiable(lse)
+    ctx.window = window[0] if window else 0
+    ctx.mark_non_differentiable(stats)
 
 
-def _grad(ctx, grad_out, grad_lse):
-    # lse is an internal output, never handed to the caller: its gradient is always None.
-    q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = _attention_backward(grad_out, q, k, v, out, lse, ctx.causal, ctx.sm_scale)
-    return dq, dk, dv, None, None
+def _grad(ctx, grad_out, grad_lse, grad_stats):
+    # stats is internal, never handed to the caller: its gradient is always None.
+    q, k, v, out, stats = ctx.saved_tensors
+    if grad_out is None:  # only the log-sum-exp was used
+        grad_out = torch.zeros_like(out)
+    dq, dk, dv = _attention_backward(grad_out, grad_lse, q, k, v, out, stats, ctx.causal,
+                                     ctx.sm_scale, ctx.window)
+    return dq, dk, dv, None, None, None
 
 
 # Autograd and torch.compile: see triton_guide.library. The backward kernels have no
@@ -559,38 +531,103 @@ _attention_forward = Operator("attention_forward", attention_forward, fake=_fake
 
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-    sm_scale: float | None = None,
-) -> torch.Tensor:
+    sm_scale: float | None = None, window: int | None = None, return_lse: bool = False,
+):
     """``softmax(q @ k^T * sm_scale) @ v`` by flash attention, differentiable once.
 
-    ``q``, ``k``, ``v``: tensors of one shape (batch, heads, seq, head_dim) and one floating
-    dtype, any strides (a layout TMA cannot read, such as rows that are not a multiple of 16
-    bytes, costs a copy of that input); ``head_dim`` from 16 to 128. On a GPU, float32
-    inputs are multiplied as tf32 (Triton's default for ``tl.dot``), so large scores lose
-    precision: prefer float16 or bfloat16. ``causal`` (a bool, numpy's included) hides
-    from query ``i`` every key after position ``i``. ``sm_scale`` (any positive real
-    number) defaults to ``1 / sqrt(head_dim)``. A second derivative
-    (``create_graph=True``, then backward through the gradient) raises a RuntimeError.
+    ``q``: (batch, heads, num_queries, head_dim); ``k`` and ``v``: (batch, kv_heads,
+    num_keys, head_dim), with ``heads`` a multiple of ``kv_heads`` (query head ``h`` uses
+    key/value head ``h // (heads // kv_heads)``: grouped-query attention, multi-query with
+    one key/value head). Any ``num_queries`` and ``num_keys``; ``head_dim`` from 16 to 256;
+    one floating dtype; any strides (a layout TMA cannot read, such as rows that are not a
+    multiple of 16 bytes, costs a copy of that input). The gradients of ``k`` and ``v``
+    are summed over the query heads that share them.
+
+    ``causal`` (a bool, numpy's included): mask aligned bottom-right, as in FlashAttention
+    2.1+ and ``torch.nn.attention.bias.causal_lower_right``: query ``i`` sees key ``j`` when
+    ``j <= i + num_keys - num_queries``, so the last query sees every key (new queries
+    appended to a KV cache). With more queries than keys the first
+    ``num_queries - num_keys`` queries see no key; such a row of the output is 0.
+
+    ``window`` (a positive int, with ``causal=True`` only): a sliding window. Query ``i``
+    also hides key ``j`` unless ``j > i + num_keys - num_queries - window``, so each query
+    sees at most ``window`` keys, ending at its own position (itself included), as in
+    Mistral's sliding-window attention.
+
+    ``sm_scale`` (a positive real number, at most about 2.4e38) defaults to
+    ``1 / sqrt(head_dim)``. Any such scale gives a finite output and finite gradients;
+    scales below about 8e-39 are computed as that (the softmax is uniform to float32
+    precision either way). With 16-bit inputs the gradients' error grows with the scale
+    where the softmax is neither one-hot nor uniform: the backward uses the output rounded
+    to the input dtype, as FlashAttention does, and the scale multiplies that rounding.
+
+    ``return_lse``: also return each row's log-sum-exp ``log(sum_j exp(sm_scale * q_i . k_j))``
+    in the natural log, float32, shape (batch, heads, num_queries); -inf for a row that sees
+    no key, +inf where it exceeds float32's range. It is differentiable too.
+
+    Float32 inputs follow ``torch.get_float32_matmul_precision()`` on a GPU: "highest" (the
+    default) multiplies in tf32x3 (three tf32 products per product, float32 accuracy),
+    "high" and "medium" in tf32 (10-bit mantissas: faster, errors of order 1e-3). Each
+    setting compiles its own kernels. With fewer than 17 queries the forward splits the keys
+    across programs (flash-decoding). A second derivative (``create_graph=True``, then
+    backward through the gradient) raises a RuntimeError.
     """
     q = check_tensor("q", q, ndim=4)
     k = check_tensor("k", k, ndim=4)
     v = check_tensor("v", v, ndim=4)
-    check_same_shape("q", q, "k", k)
-    check_same_shape("q", q, "v", v)
     check_same_dtype("q", q, "k", k)
     check_same_dtype("q", q, "v", v)
-    head_dim = q.shape[-1]
+    batch, heads, _, head_dim = q.shape
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape (batch, kv_heads, num_keys, head_dim), got "
+            f"{tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if k.shape[0] != batch or k.shape[3] != head_dim:
+        raise ValueError(
+            f"k must have q's batch size and head_dim, (batch, kv_heads, num_keys, head_dim) "
+            f"= ({batch}, *, *, {head_dim}); got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    if heads % k.shape[1]:
+        raise ValueError(
+            f"q's number of heads ({heads}) must be a multiple of k's and v's ({k.shape[1]}): "
+            f"each key/value head serves a group of consecutive query heads"
+        )
     if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(
             f"head_dim (q.shape[-1]) must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, "
             f"got {head_dim}"
         )
     check_grid_axis(
-        "q", q.shape[0] * q.shape[1],
+        "q", batch * heads,
         "one program column per (batch, head) pair: split the batch into smaller calls",
     )
     causal = check_bool("causal", causal)
+    return_lse = check_bool("return_lse", return_lse)
+    if window is None:
+        window = 0
+    else:
+        window = check_int("window", window, expected="an int or None")
+        if window < 1:
+            raise ValueError(f"window must be a positive number of keys, or None; got {window}")
+        if not causal:
+            raise ValueError(
+                "window is supported with causal=True only (each query sees the `window` "
+                "keys ending at its own position); got causal=False"
+            )
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
-    sm_scale = check_positive_number("sm_scale", sm_scale)
-    return _attention_forward(q, k, v, causal, sm_scale)[0]
+    sm_scale = check_scale(sm_scale)
+    out, lse, _ = _attention_forward(q, k, v, causal, sm_scale, window)
+    return (out, lse) if return_lse else out
+
+
+def _example(device):
+    # Grouped heads (4 query heads on 2), fewer queries than keys, causal bottom-right.
+    q = torch.randn(1, 4, 13, 16, device=device)
+    k, v = (torch.randn(1, 2, 21, 16, device=device) for _ in range(2))
+    return (q, k, v), {"causal": True}
+
+
+register("attention", attention, attention_reference, example=_example,
+         differentiable=True, compile_safe=True)

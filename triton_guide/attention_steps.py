@@ -13,7 +13,8 @@
    autotuned block shapes, and a backward pass.
 
 Steps 2 and 3 are forward only and not causal; q, k and v are copied to contiguous
-memory.
+memory. Their float32 ``tl.dot`` follows PyTorch's float32 matmul setting
+(:mod:`triton_guide.precision`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ import torch
 import triton
 import triton.language as tl
 
-from .attention import MAX_HEAD_DIM, MIN_HEAD_DIM
+from .attention import MIN_HEAD_DIM
+from .precision import dot_input_precision
 from .runtime import interpreting
 from .validation import check_same_dtype, check_same_shape, check_tensor
+
+# The steps hold a whole (rows, head_dim) tile of q, k and v at once; the production
+# kernel's wider limit (256) is not tested for them.
+MAX_HEAD_DIM = 128
 
 
 @triton.jit
@@ -38,10 +44,10 @@ def load_rows(base, rows, offs_d, seq_len, HEAD_DIM: tl.constexpr):
 
 
 @triton.jit
-def block_scores(q, k, cols, seq_len, sm_scale):
+def block_scores(q, k, cols, seq_len, sm_scale, INPUT_PRECISION: tl.constexpr):
     """Scaled scores of the query rows ``q`` against one block of keys ``k``; keys at or
     past ``seq_len`` score ``-inf``, so that they get no weight."""
-    scores = tl.dot(q, tl.trans(k)) * sm_scale
+    scores = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * sm_scale
     return tl.where(cols[None, :] < seq_len, scores, -float("inf"))
 
 
@@ -53,6 +59,7 @@ def attention_two_pass_kernel(
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step
+    INPUT_PRECISION: tl.constexpr,  # tl.dot's for float32 operands (triton_guide.precision)
 ):
     head_offset = tl.program_id(1).to(tl.int64) * seq_len * HEAD_DIM
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -66,7 +73,7 @@ def attention_two_pass_kernel(
     for start_n in range(0, seq_len, BLOCK_N):
         cols = start_n + offs_n
         k = load_rows(k_ptr + head_offset, cols, offs_d, seq_len, HEAD_DIM)
-        scores = block_scores(q, k, cols, seq_len, sm_scale)
+        scores = block_scores(q, k, cols, seq_len, sm_scale, INPUT_PRECISION)
         new_max = tl.maximum(row_max, tl.max(scores, axis=1))
         probs = tl.exp(scores - new_max[:, None])
         row_sum = row_sum * tl.exp(row_max - new_max) + tl.sum(probs, axis=1)
@@ -77,10 +84,10 @@ def attention_two_pass_kernel(
     for start_n in range(0, seq_len, BLOCK_N):
         cols = start_n + offs_n
         k = load_rows(k_ptr + head_offset, cols, offs_d, seq_len, HEAD_DIM)
-        scores = block_scores(q, k, cols, seq_len, sm_scale)
+        scores = block_scores(q, k, cols, seq_len, sm_scale, INPUT_PRECISION)
         probs = tl.exp(scores - row_max[:, None]) / row_sum[:, None]
         v = load_rows(v_ptr + head_offset, cols, offs_d, seq_len, HEAD_DIM)
-        acc = tl.dot(probs.to(v.dtype), v, acc)
+        acc = tl.dot(probs.to(v.dtype), v, acc, input_precision=INPUT_PRECISION)
 
     out_ptrs = out_ptr + head_offset + rows[:, None] * HEAD_DIM + offs_d[None, :]
     out_mask = (rows[:, None] < seq_len) & (offs_d[None, :] < HEAD_DIM)
@@ -95,6 +102,7 @@ def attention_online_kernel(
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # keys per step
+    INPUT_PRECISION: tl.constexpr,  # tl.dot's for float32 operands (triton_guide.precision)
 ):
     head_offset = tl.program_id(1).to(tl.int64) * seq_len * HEAD_DIM
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -109,13 +117,14 @@ def attention_online_kernel(
     for start_n in range(0, seq_len, BLOCK_N):
         cols = start_n + offs_n
         k = load_rows(k_ptr + head_offset, cols, offs_d, seq_len, HEAD_DIM)
-        scores = block_scores(q, k, cols, seq_len, sm_scale)
+        scores = block_scores(q, k, cols, seq_len, sm_scale, INPUT_PRECISION)
         new_max = tl.maximum(row_max, tl.max(scores, axis=1))
         probs = tl.exp(scores - new_max[:, None])
         correction = tl.exp(row_max - new_max)  # 1 if the maximum did not move
         row_sum = row_sum * correction + tl.sum(probs, axis=1)
         v = load_rows(v_ptr + head_offset, cols, offs_d, seq_len, HEAD_DIM)
-        acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None])
+        acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None],
+                     input_precision=INPUT_PRECISION)
         row_max = new_max
 
     acc = acc / row_sum[:, None]  # normalise once, at the end
@@ -154,7 +163,7 @@ def _launch(kernel, q, k, v, sm_scale):
     kernel[grid](
         q, k, v, out, seq_len, float(sm_scale),
         HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), **blocks,
-        num_warps=4, num_stages=2,
+        INPUT_PRECISION=dot_input_precision(q.dtype), num_warps=4, num_stages=2,
     )
     return out
 

@@ -145,8 +145,8 @@ def copy(
     check_contiguous("x", x)
     if bounds not in BOUNDS:
         raise ValueError(f"bounds must be one of {BOUNDS}, got {bounds!r}")
-    block_size = check_block_size("block_size", block_size)
     num_warps = _check_num_warps(num_warps)
+    block_size = check_block_size("block_size", block_size, num_warps=num_warps)
     num_elements = x.numel()
     out = torch.empty_like(x)
     if autotune:

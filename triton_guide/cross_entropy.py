@@ -20,11 +20,20 @@ import triton.language as tl
 
 from .hardware import multiprocessors, num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
+from .registry import register
 from .runtime import interpreting
-from .validation import check_block_size, check_tensor, needs_int64_offsets
+from .validation import (
+    MAX_ELEMENTS_PER_THREAD_EXP,
+    check_block_size,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 # Vocabulary columns a program reads per step.
 VOCAB_BLOCK = 4096
+# Integer dtypes of class indices: torch's cross_entropy takes int64 and uint8; int32,
+# int16 and int8, which other libraries' tests pass (Liger-Kernel's, LeetGPU's), too.
+TARGET_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -200,6 +209,11 @@ def scale_if_not_one(x: torch.Tensor, scale: torch.Tensor) -> None:
     )
 
 
+def _warps_for_block(block: int) -> int:
+    """The warps a block of ``block`` classes launches with."""
+    return num_warps_for(block, most=8)
+
+
 def cross_entropy_forward(
     logits: torch.Tensor, target: torch.Tensor, ignore_index: int, label_smoothing: float,
     reduction: str, compute_grad: bool, inplace_grad: bool, block_size: int,
@@ -221,7 +235,7 @@ def cross_entropy_forward(
         logits, logits.stride(0), target, losses, grad,
         grad.stride(0) if compute_grad else 0,
         num_classes, ignore_index, label_smoothing, scale,
-        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=num_warps_for(block, most=8),
+        COMPUTE_GRAD=compute_grad, BLOCK_SIZE=block, num_warps=_warps_for_block(block),
     )
     # Each row's loss carries the mean's scale already (nan for a mean over no rows, as
     # torch gives), so every reduction but "none" is a sum.
@@ -294,7 +308,9 @@ def cross_entropy(
     Matches ``torch.nn.functional.cross_entropy`` for 2-D logits: rows whose target equals
     ``ignore_index`` contribute neither loss nor gradient, ``label_smoothing`` mixes the
     one-hot target with the uniform distribution, and ``reduction`` is ``"mean"`` (over
-    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``.
+    the rows not ignored: ``nan`` if all are), ``"sum"`` or ``"none"``. ``target`` holds
+    one class index per row, of any of :data:`TARGET_DTYPES` (int64, int32, int16, int8 or
+    uint8), compared with ``ignore_index`` by value.
 
     When ``logits`` requires a gradient, the forward also computes it (one more pass over
     the logits) into a new ``rows x classes`` buffer that lives until the backward.
@@ -309,7 +325,12 @@ def cross_entropy(
     loss comes out nan (every row's, whatever the reduction) and so does that row's gradient.
     """
     logits = check_tensor("logits", logits, ndim=2)
-    target = check_tensor("target", target, dtypes=(torch.int64,), ndim=1)
+    target = check_tensor("target", target, dtypes=TARGET_DTYPES, ndim=1)
+    # As int64, the kernel's and the checks' type: a narrower target compared with a
+    # negative ignore_index (or a class past its range) would wrap round in its own dtype.
+    # The copy is one integer per row, next to a row of logits.
+    if target.dtype != torch.int64:
+        target = target.long()
     if logits.stride(1) != 1:
         raise ValueError(
             f"logits must have stride 1 along the classes, got strides {logits.stride()}; "
@@ -330,7 +351,8 @@ def cross_entropy(
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not isinstance(inplace_grad, bool):
         raise TypeError(f"inplace_grad must be a bool, got {type(inplace_grad).__name__}")
-    block_size = check_block_size("block_size", block_size)
+    block_size = check_block_size("block_size", block_size, num_warps=_warps_for_block,
+                                  per_thread=MAX_ELEMENTS_PER_THREAD_EXP)
     # On the CPU (the interpreter) a bad target is found here; on a GPU that would make the
     # host wait for the GPU on every call, so there the kernels turn it into a nan loss.
     if not target.is_cuda:
@@ -348,3 +370,15 @@ def cross_entropy(
         logits, target, ignore_index, float(label_smoothing), reduction, compute_grad,
         inplace_grad, block_size,
     )
+
+
+def _example(device):
+    target = torch.randint(0, 50, (7,), device=device)
+    target[3] = -100
+    return (torch.randn(7, 50, device=device), target), {}
+
+
+# An autograd.Function rather than an Operator: its forward writes the gradient (over the
+# logits with inplace_grad=True), which a PyTorch operator may not do.
+register("cross_entropy", cross_entropy, cross_entropy_reference, example=_example,
+         differentiable=True, compile_safe=False)

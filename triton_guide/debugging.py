@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .runtime import interpreting
-from .validation import check_contiguous, check_tensor
+from .validation import check_block_size, check_contiguous, check_tensor
 
 # The target that compile_kernels compiles for: an H100 (compute capability 9.0, 32 lanes per
 # warp), whether or not one is present.
@@ -66,8 +66,7 @@ def checked_sqrt(x: torch.Tensor, *, block_size: int = 1024, verbose: bool = Fal
     """Return ``sqrt(x)`` computed by :func:`checked_sqrt_kernel`; ``verbose`` prints."""
     x = check_tensor("x", x)
     check_contiguous("x", x)
-    if block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    block_size = check_block_size("block_size", block_size)
     out = torch.empty_like(x)
     grid = (triton.cdiv(x.numel(), block_size),)
     checked_sqrt_kernel[grid](x, out, x.numel(), BLOCK_SIZE=block_size, VERBOSE=verbose)

@@ -70,10 +70,15 @@ def _eager_function(name: str, forward: Callable, setup_context: Callable,
     def function_backward(ctx, *grads):
         return backward(ctx, *grads)
 
-    return type(name, (torch.autograd.Function,), {
+    class_name = "".join(part.title() for part in name.split("_"))  # grad_fn: SoftmaxBackward
+    return type(class_name, (torch.autograd.Function,), {
         "forward": staticmethod(function_forward),
         "backward": staticmethod(function_backward),
     })
+
+
+# Every Operator made, by name: torch.ops.triton_guide.<name> for each.
+OPERATORS: dict[str, Operator] = {}
 
 
 class Operator:
@@ -98,7 +103,8 @@ class Operator:
         self.op = torch.library.custom_op(f"triton_guide::{name}", forward, mutates_args=())
         self.op.register_fake(fake)
         self.op.register_autograd(backward, setup_context=setup_context)
-        self.function = _eager_function(f"{name}_function", forward, setup_context, backward)
+        self.function = _eager_function(name, forward, setup_context, backward)
+        OPERATORS[name] = self
 
     def __call__(self, *args):
         if _is_compiling():

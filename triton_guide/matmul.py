@@ -15,6 +15,8 @@ products whose rows a descriptor cannot read as they are.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -24,8 +26,10 @@ from .hardware import (TMA_ALIGNMENT, compute_capability, has_tma, multiprocesso
                        shared_memory_per_block)
 from .launch import cdiv, fast_launch, next_power_of_2, unchecked_descriptor
 from .library import Operator
+from .precision import dot_input_precision
+from .registry import register
 from .runtime import interpreting
-from .validation import check_same_dtype, check_tensor, farthest_offset, needs_int64_offsets
+from .validation import check_same_dtype, check_tensor, needs_int64_offsets
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -52,6 +56,15 @@ def _config(m: int, n: int, k: int, group: int, stages: int, warps: int,
 LARGE_TILE = 128 * 128
 
 
+# float32 only (pruned for 16-bit inputs): three stages leave room for tf32x3's extra parts.
+FLOAT32_ONLY_TILE = (128, 128, 32, 8, 3, 4)
+
+
+def _tile_of(c: triton.Config) -> tuple[int, ...]:  # the tuple _config made c from
+    return (*(c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK"), c.kwargs["GROUP_SIZE_M"],
+            c.num_stages, c.num_warps)
+
+
 def matmul_configs(pre_hook=None) -> list[triton.Config]:
     """The tile shapes the autotuner tries: several on a GPU, one under the interpreter;
     each with ``pre_hook`` (the descriptor kernel's, which sets the tile shapes)."""
@@ -66,6 +79,7 @@ def matmul_configs(pre_hook=None) -> list[triton.Config]:
         (128, 128, 64, 8, 4, 4),
         (128, 128, 64, 8, 5, 4),
         (128, 128, 32, 8, 4, 4),  # fits shared memory with float32 inputs too
+        FLOAT32_ONLY_TILE,
         # smaller tiles with a longer K step, for products too small to fill the GPU with
         # large tiles (512^3, 1024^3, few rows); 16-row tiles for decoding a few tokens
         (64, 128, 128, 8, 3, 4),
@@ -87,16 +101,16 @@ def matmul_configs(pre_hook=None) -> list[triton.Config]:
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Before autotuning a new shape, drop the configurations that cannot win there.
 
-    A configuration whose pipeline stages of a and b tiles overflow shared memory cannot
-    run at all (float32 inputs take twice float16's space); a tile taller than M (or wider
-    than N) rounded up to a power of two only computes padding; small tiles lose when large
-    ones already give every SM several tiles; a product of few rows gets tiles of the height
-    :func:`few_rows_tile_height` gives. This keeps the first call of a shape to a few
-    compilations and timings.
+    Stages that overflow shared memory cannot run (float32 takes twice float16's space);
+    a tile taller than M (wider than N) rounded to a power of two computes padding; small
+    tiles lose once large ones give every SM several tiles; few rows get the height of
+    :func:`few_rows_tile_height`. The first call of a shape compiles and times only these.
     """
     M, N = named_args["M"], named_args["N"]
     a = named_args["a_desc"].base if "a_desc" in named_args else named_args["a_ptr"]
     item_size = a.element_size()
+    if item_size != 4:
+        configs = [c for c in configs if _tile_of(c) != FLOAT32_ONLY_TILE]
 
     def staged_bytes(c):  # num_stages copies of an a tile and a b tile
         m, n, k = (c.kwargs[f"BLOCK_SIZE_{axis}"] for axis in "MNK")
@@ -118,14 +132,11 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
 def few_rows_tile_height(M: int) -> int:
     """The tile height for a product of 33-256 rows (0, no rule, for any other M).
 
-    With so few rows, the autotuner's own timing (``do_bench``: each call alone, after a
-    256 MiB write that empties L2) prefers tiles that, timed back to back on fresh inputs
-    as the calls of a network run, are slower than tiles as tall as the product (65-128
-    rows: one row of 128-row tiles) or 64 rows tall (33-64 and 129-256 rows): 17-29%
-    slower at 64-128 rows (where it picked 32 x 128 tiles, which read each column of b
-    several times), 2-16% at 192-256 rows. Measured on the H100, float16 and bfloat16, each
-    candidate launched directly, for the pointer kernel; the descriptor kernel takes the
-    same rule, not measured on its own.
+    With so few rows the autotuner's own timing (each call alone, after emptying L2) picks
+    tiles that run 17-29% (64-128 rows: 32 x 128 tiles, which read each column of b several
+    times) and 2-16% (192-256 rows) slower, timed back to back on fresh inputs as a network
+    calls them, than tiles as tall as the product (65-128 rows) or 64 rows tall (H100,
+    float16 and bfloat16, the pointer kernel; the descriptor kernel takes the same rule).
     """
     if 64 < M <= 128:
         return 128
@@ -182,7 +193,8 @@ def tile_pointers(
 
 # The layout is in the key: each layout compiles to its own kernel, tuned on its own.
 @triton.autotune(configs=matmul_configs(),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "A_ALIGN", "B_ALIGN",
+                      "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_kernel(
@@ -202,6 +214,7 @@ def matmul_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
+    INPUT_PRECISION: tl.constexpr = "tf32",  # tl.dot's for float32 (triton_guide.precision)
 ):
     # The launcher proved the length of a's rows (K) a multiple of A_ALIGN, and so on:
     # see A_ALIGN, B_ALIGN and C_ALIGN. Written like this, the compiler can see it too
@@ -244,7 +257,7 @@ def matmul_kernel(
         k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
         a_ptrs += step_ak
         b_ptrs += step_bk
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
@@ -289,7 +302,7 @@ def descriptor_tile(desc, row, col, COLUMNS: tl.constexpr):
 
 
 @triton.autotune(configs=matmul_configs(pre_hook=_set_tile_shapes),
-                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS"],
+                 key=["M", "N", "K", "A_COLUMNS", "B_COLUMNS", "INPUT_PRECISION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def matmul_tma_kernel(
@@ -305,6 +318,7 @@ def matmul_tma_kernel(
     A_COLUMNS: tl.constexpr = False,  # a is stored column by column (a transposed view)
     B_COLUMNS: tl.constexpr = False,  # the same for b
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1 (only c's are computed)
+    INPUT_PRECISION: tl.constexpr = "tf32",  # as in matmul_kernel
 ):
     # matmul_kernel with its tiles read through descriptors: the TMA copy engine fetches
     # whole tiles into shared memory, and returns zeros past every edge of a and b, so there
@@ -317,7 +331,7 @@ def matmul_tma_kernel(
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         a = descriptor_tile(a_desc, pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K, A_COLUMNS)
         b = descriptor_tile(b_desc, k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N, B_COLUMNS)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
     store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
                       BLOCK_SIZE_M, BLOCK_SIZE_N, C_ALIGN, INT64_OFFSETS)
 
@@ -341,8 +355,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return ``a @ b`` for 2D ``a`` (M x K) and ``b`` (K x N) of the same floating dtype.
 
     Inputs may have any strides (a transposed view works as is). The result has the inputs'
-    dtype; products are accumulated in float32. On a GPU, float32 inputs go through the
-    tensor cores as tf32, Triton's default for ``tl.dot``.
+    dtype; products are accumulated in float32. float32 inputs follow PyTorch's float32
+    matmul setting (:mod:`triton_guide.precision`): under "highest", its default, about
+    float32's accuracy (``tl.dot`` as "tf32x3"); under "high" or "medium", TF32, faster.
     """
     a, b = check_pair(a, b)
     return _matmul(a, b)
@@ -352,7 +367,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # Every decision below (which kernel, copies, the split, c's width) follows from what
     # the key holds; a loop that multiplies matrices of one layout makes them once.
     key = (a.shape, b.shape, a.stride(), b.stride(), a.storage_offset(), b.storage_offset(),
-           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS)
+           a.dtype, a.data_ptr() & 15, b.data_ptr() & 15, a.get_device(), COPY_MIN_FLOPS,
+           dot_input_precision(a.dtype))  # PyTorch's float32 setting may change any time
     plan = _plans.get(key)
     if plan is None:
         if len(_plans) >= MAX_PLANS:
@@ -370,45 +386,43 @@ _plans: dict[tuple, object] = {}
 
 def _plan(a: torch.Tensor, b: torch.Tensor):
     """For inputs that the descriptor kernel reads as they are, in one launch: a function
-    ``(a, b) -> a @ b`` that launches it with every argument but the tensors worked out
-    now (what :func:`product` computes on each call). None for any other case."""
+    ``(a, b) -> a @ b`` with every launch argument but the tensors worked out now (what
+    :func:`product` works out on each call). None for any other case."""
     a_in, b_in, descriptors = kernel_inputs(a, b)
-    if not descriptors or a_in is not a or b_in is not b or default_split(a, b.shape[1],
-                                                                           a.shape[1]):
-        return None
     (M, K), N = a.shape, b.shape[1]
+    if not descriptors or a_in is not a or b_in is not b or default_split(a, N, K):
+        return None
     width = output_width(M, N, K, a.element_size())
-    dtype = a.dtype
     constants = dict(A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b),
                      C_ALIGN=alignment(width),
-                     INT64_OFFSETS=needs_int64_offsets(
-                         a, b, largest_index=farthest_offset(a) + M * width))
+                     INT64_OFFSETS=needs_int64_offsets(a, b, largest_index=M * width - 1),
+                     INPUT_PRECISION=dot_input_precision(a.dtype))
+    return functools.partial(_tma_product, width=width, constants=constants)
+
+
+def _tma_product(a: torch.Tensor, b: torch.Tensor, width: int, constants: dict) -> torch.Tensor:
+    """``a @ b`` by one launch of :func:`matmul_tma_kernel`, writing c in rows ``width``
+    long (see :func:`output_width`); ``constants``: its other keyword arguments."""
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
 
     def grid(meta):
         return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
 
-    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        c = torch.empty((M, width), dtype=dtype, device=a.device)
-        fast_launch(matmul_tma_kernel)[grid](
-            descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
-        return c if width == N else c[:, :N].contiguous()
-
-    return launch
+    fast_launch(matmul_tma_kernel)[grid](
+        descriptor(a), descriptor(b), c, M, width, K, width, 1, **constants)
+    return c if width == N else c[:, :N].contiguous()
 
 
-# Measured on the H100 against cuBLAS, both kernels on the same float16 and bfloat16 inputs
-# (50 products, GPU time): descriptors ran
-# level with pointers or ahead in every layout and at every size, 1 row to 8192, furthest
-# ahead where the pointer kernel reads b down its columns; the largest gap the other way,
-# 3%. float32 (tf32) takes the same rule, checked by the tests but not timed.
+# On the H100 (50 float16 and bfloat16 products, GPU time) descriptors ran level or ahead of
+# pointers in every layout and size, 1 row to 8192 (the largest gap the other way, 3%).
 def kernel_inputs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """What :func:`matmul` hands its kernel for ``a @ b``: ``(a, b, descriptors)``.
 
     On a GPU with TMA (and under the interpreter), :func:`matmul_tma_kernel` reads a and b
     through descriptors, after :func:`row_aligned` copies of any that a descriptor cannot
-    read (a start or rows off 16-byte boundaries, or no stride of 1), unless the product
-    is too small to repay the copies
-    (:func:`product` may pad c's rows too: see :func:`output_width`).
+    read (a start or rows off 16-byte boundaries, or no stride of 1) unless the product is
+    too small to repay them (:func:`product` may pad c's rows too: :func:`output_width`).
     Otherwise :func:`matmul_kernel` reads them through pointers, as they are or as their
     :func:`aligned_copies` (see :func:`aligned_if_worth_it`).
     """
@@ -432,14 +446,12 @@ def aligned_if_worth_it(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor,
 
 def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
             split: int | None = None) -> torch.Tensor:
-    """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which
-    :func:`descriptor_ready` must allow) or :func:`matmul_kernel`, for inputs
-    :func:`matmul` has checked: the launch, without the choice of kernel.
+    """``a @ b`` by :func:`matmul_tma_kernel` (``descriptors``, which :func:`descriptor_ready`
+    must allow) or :func:`matmul_kernel`, for checked inputs: the launch, the kernel chosen.
 
-    ``split``: the descriptor kernel's first row in TAIL_TILE tiles, launched after the rows
-    above it in WAVE_TILE tiles (0: one autotuned launch); by default
-    :func:`default_split` decides. A split needs the descriptor kernel, 16-bit inputs and
-    a row that is a multiple of WAVE_TILE's height inside the product."""
+    ``split``: the first row of c in TAIL_TILE tiles, launched after the rows above it in
+    WAVE_TILE tiles (0: one autotuned launch; by default :func:`default_split` decides); it
+    needs the descriptor kernel, 16-bit inputs and a multiple of WAVE_TILE's height."""
     M, K = a.shape
     N = b.shape[1]
     if descriptors and split is None:
@@ -449,23 +461,21 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     # The descriptor kernel may write c in rows padded to 16 bytes (see output_width); past
     # b's last column its descriptor reads zeros, so the padding columns hold zeros.
     width = output_width(M, N, K, a.element_size()) if descriptors else N
-    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
-
-    def grid(meta):
-        return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(width, meta["BLOCK_SIZE_N"]),)
-
     common = dict(C_ALIGN=alignment(width),  # c is contiguous: its rows are width apart
-                  INT64_OFFSETS=needs_int64_offsets(a, b, c))
+                  INT64_OFFSETS=needs_int64_offsets(a, b, largest_index=M * width - 1),
+                  INPUT_PRECISION=dot_input_precision(a.dtype))
+    if descriptors and not split:
+        return _tma_product(a, b, width, dict(A_COLUMNS=stored_by_columns(a),
+                                              B_COLUMNS=stored_by_columns(b), **common))
+    c = torch.empty((M, width), dtype=a.dtype, device=a.device)
     if descriptors:
-        if split:
-            _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
-            _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
-        else:
-            fast_launch(matmul_tma_kernel)[grid](
-                descriptor(a), descriptor(b), c, M, width, K, c.stride(0), c.stride(1),
-                A_COLUMNS=stored_by_columns(a), B_COLUMNS=stored_by_columns(b), **common)
+        _tile_launch(a[:split], b, c[:split], WAVE_TILE, common)
+        _tile_launch(a[split:], b, c[split:], TAIL_TILE, common)
     else:
         (a_columns, a_align), (b_columns, b_align) = layout(a), layout(b)
+        def grid(meta):
+            return (cdiv(M, meta["BLOCK_SIZE_M"]) * cdiv(N, meta["BLOCK_SIZE_N"]),)
+
         fast_launch(matmul_kernel)[grid](
             a, b, c, M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -474,23 +484,13 @@ def product(a: torch.Tensor, b: torch.Tensor, descriptors: bool,
     return c if width == N else c[:, :N].contiguous()
 
 
-# The last wave. An H100 SM runs one 128 x 256 program at a time (8 warps; three stages
-# of a and b tiles take 144 KiB of shared memory), so T such tiles run in ceil(T / SMs)
-# waves, and a last wave of a few tiles leaves most SMs idle while it runs: 3072^3 is 288
-# tiles on 132 SMs, two full waves and 24 tiles. Computing the rows of that last wave in
-# 128 x 64 tiles instead, by a second launch, took 3072^3 from 0.82x cuBLAS (the
-# autotuner's one launch) to 0.91x in float16 and from 0.79x to 0.89x in bfloat16; after 3
-# and 4 full waves (4096 x 3328 x 4096, 4096 x 4352 x 4096) it gained 4-11%. After one
-# full wave (2304^3) it gained nothing, and where the last wave was fuller (2816^3: 83%)
-# it lost. It was measured only where N and K are multiples of the large tile; the ragged
-# 4095 x 4097 x 4093 ran 7% slower split. (H100, GPU time, the two timed in turns.) Two
-# limits: at 3072 x 3072 with K = 1024 or 8192 the split and one launch measured level
-# (0.81-0.85x cuBLAS both), so the gain is not the same at every K; and the host pays
-# for two more descriptors and a second launch, 45 us more per call in float16 and 111 in
-# bfloat16 on the H100's host (medians of three noisy rounds), which a program that waits
-# for each product sees (3072^3 as called went from 0.78x to 0.50x cuBLAS). Only on Hopper
-# GPUs, where it was measured and where 144 KiB of stages fit an SM (an RTX 50-series GPU
-# has TMA but about 99 KiB per program).
+# The last wave. An H100 SM runs one 128 x 256 program at a time (three stages take 144 KiB
+# of shared memory), so a last wave of a few tiles leaves most SMs idle: 3072^3 is 288 tiles
+# on 132 SMs, two full waves and 24 tiles. Its rows in 128 x 64 tiles by a second launch took
+# 3072^3 from 0.82x to 0.91x cuBLAS in float16 (0.79x to 0.89x in bfloat16), gained 4-11%
+# after 3 and 4 full waves, nothing after one, and lost where the last wave was fuller
+# (2816^3: 83%) or ragged (4095 x 4097 x 4093: 7%) (H100, GPU time). The second launch costs
+# the host 45-111 us per call. Hopper only: 144 KiB of stages fit its SMs (not an RTX 50's).
 WAVE_TILE = (128, 256, 64, 8, 3, 8)  # BLOCK_SIZE_M, _N, _K, GROUP_SIZE_M, stages, warps
 TAIL_TILE = (128, 64, 64, 8, 4, 4)
 MAX_TAIL_SHARE = 0.25  # split only where the last wave fills at most this share of the SMs
@@ -555,10 +555,8 @@ def _tile_launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
 def output_width(M: int, N: int, K: int, item_size: int) -> int:
     """The row length :func:`matmul_tma_kernel` writes c in: N, or, where N values are not a
     multiple of 16 bytes and the product is large enough to repay one more copy, N rounded
-    up to one. Rows that start off a 16-byte boundary can only be stored one value at a
-    time: on the H100, 4095 x 4097 x 4093 float16 took 488 us that way and 245 us into rows
-    4104 long; copying out the 4097 columns costs
-    far less than the difference."""
+    up to one. Rows that start off a 16-byte boundary are stored one value at a time: on the
+    H100 4095 x 4097 x 4093 float16 took 488 us that way, 245 us into rows 4104 long."""
     return padded_length(N, item_size) if repays_copies(M, N, K) else N
 
 
@@ -614,11 +612,10 @@ def alignment(*values: int) -> int:
 
 
 # Below this many FLOPs (0.067 GFLOP) matmul copies nothing (aligned_copies, row_aligned,
-# or c in padded rows). Measured on the H100 for aligned_copies and the pointer kernel:
-# copying was 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387. The copies of
-# the descriptor path won in GPU time at every size measured, down to 127 x 129 x 131, but
-# each is one more launch for the host, whose time decides at these sizes; so the threshold
-# stayed (H100, GPU time with the copies, cold L2, COPY_MIN_FLOPS set to 0 and to infinity).
+# or c in padded rows). On the H100 (GPU time, cold L2) aligned copies for the pointer kernel
+# were 8% slower at 255 x 257 x 259 and 7% faster at 383 x 385 x 387; the descriptor path's
+# copies won in GPU time down to 127 x 129 x 131, but each is one more launch for the host,
+# whose time decides at these sizes.
 COPY_MIN_FLOPS = 2**26
 
 
@@ -693,3 +690,11 @@ def _grad(ctx, grad_c):
 
 # Autograd and torch.compile: see triton_guide.library.
 _matmul = Operator("matmul", _launch, fake=_fake, backward=_grad, setup_context=_save_inputs)
+
+
+def _example(device):
+    return (torch.randn(21, 16, device=device), torch.randn(16, 9, device=device)), {}
+
+
+register("matmul", matmul, matmul_reference, example=_example, differentiable=True,
+         compile_safe=True)

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from .matmul import aligned_if_worth_it, check_pair, product, tile_of_program
+from .precision import dot_input_precision
 from .runtime import device, interpreting
 
 
@@ -31,6 +32,7 @@ def tile_product(
     a_ptr, b_ptr, pid_m, pid_n, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,  # tl.dot's for float32 operands (triton_guide.precision)
 ):
     """One tile of ``a @ b``, accumulated in float32 along K."""
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
@@ -46,7 +48,7 @@ def tile_product(
         b_mask = (offs_k[:, None] < k_remaining) & (offs_n[None, :] < N)
         a = tl.load(a_ptrs, mask=a_mask, other=0.0)
         b = tl.load(b_ptrs, mask=b_mask, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
     return accumulator
@@ -70,6 +72,7 @@ def matmul_row_major_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
 ):
     # Step 1: programs 0, 1, 2, ... fill the first row of tiles of c, then the next row.
     program_id = tl.program_id(axis=0)
@@ -78,7 +81,7 @@ def matmul_row_major_kernel(
     pid_n = program_id % num_pid_n
     c = tile_product(
         a_ptr, b_ptr, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, INPUT_PRECISION,
     )
     store_tile(
         c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N
@@ -90,7 +93,7 @@ def matmul_grouped_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr, INPUT_PRECISION: tl.constexpr,
 ):
     # Step 2: the same tile product; only the program -> tile mapping changes.
     program_id = tl.program_id(axis=0)
@@ -99,7 +102,7 @@ def matmul_grouped_kernel(
     )
     c = tile_product(
         a_ptr, b_ptr, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, INPUT_PRECISION,
     )
     store_tile(
         c_ptr, c, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N
@@ -139,7 +142,7 @@ def _launch(kernel, a: torch.Tensor, b: torch.Tensor, **extra) -> torch.Tensor:
     kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        **tile, **extra, **FIXED_LAUNCH,
+        **tile, **extra, **FIXED_LAUNCH, INPUT_PRECISION=dot_input_precision(a.dtype),
     )
     return c
 

@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .registry import register
 from .validation import check_block_size, check_contiguous, check_int, check_tensor
 
 # The most programs (and so partial sums) the first stage launches: few enough that the
@@ -135,3 +136,11 @@ def vector_sum(
         out = torch.zeros((), dtype=torch.float32, device=x.device)  # the programs add to it
         atomic_sum_kernel[(num_programs,)](x, out, num_elements, BLOCK_SIZE=block_size)
     return out.to(x.dtype)
+
+
+def _example(device):
+    return (torch.randn(1000, device=device),), {}
+
+
+register("vector_sum", vector_sum, vector_sum_reference, example=_example,
+         differentiable=False, compile_safe=False)

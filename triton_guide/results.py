@@ -1,9 +1,10 @@
 """The results store: GPU timings recorded by the example pages, kept as data in the repo.
 
-Layout: ``results/<gpu-slug>/<page-key>.json``, one file per GPU and page, at the root of
-the repository (outside the package; ``TRITON_GUIDE_RESULTS`` points elsewhere, as the tests
-do). The page key is the page's file name without its number: ``examples/basics/
-01_vector_add.py`` records into ``vector_add.json``, so renumbering a page keeps its results.
+Layout: ``_results/<gpu-slug>/<page-key>.json`` inside the package (``triton_guide/_results``
+in the repository), one file per GPU and page, so that an installed package draws the same
+timings as a clone; ``TRITON_GUIDE_RESULTS`` points elsewhere, as the tests do. The page key
+is the page's file name without its number: ``examples/basics/01_vector_add.py`` records
+into ``vector_add.json``, so renumbering a page keeps its results.
 
 A file holds one run of one page on one GPU: the GPU (name, compute capability, driver,
 CUDA), the triton, torch and Python versions, the date, the project's git commit and
@@ -41,19 +42,20 @@ from .page_imports import PackageImports
 SCHEMA = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
+RESULTS_DIR = PACKAGE_DIR / "_results"  # shipped in the wheel (pyproject.toml's package-data)
 RESULTS_ENV = "TRITON_GUIDE_RESULTS"
 RECORD_ENV = "TRITON_GUIDE_RECORD"
 TIMINGS_ENV = "TRITON_GUIDE_TIMINGS"
 COMMIT_ENV = "TRITON_GUIDE_COMMIT"
 # Shared machinery: editing these does not change what a page's kernels compute or how fast.
-MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results", "library",
-                       "launch"})
+MACHINERY = frozenset({"__init__", "runtime", "validation", "testing", "benchmark", "results",
+                       "library", "launch", "registry"})
 STALE = "recorded before the kernel changed: these numbers may be stale"
 
 
 def results_dir() -> Path:
-    """Where results live: ``$TRITON_GUIDE_RESULTS``, else ``results/`` at the repo root."""
-    return Path(os.environ.get(RESULTS_ENV) or REPO_ROOT / "results")
+    """Where results live: ``$TRITON_GUIDE_RESULTS``, else the package's ``_results/``."""
+    return Path(os.environ.get(RESULTS_ENV) or RESULTS_DIR)
 
 
 def recording_requested() -> bool:
@@ -113,7 +115,7 @@ def stale_reason(recorded: dict, current: dict) -> str | None:
 
 
 def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """The commit checked out at ``root`` and whether files other than results/ differ.
+    """The commit checked out at ``root`` and whether files other than the results differ.
 
     ``TRITON_GUIDE_COMMIT`` names the commit instead, for a machine that received a copy of
     a checkout without its history (its own ``git`` would name another commit). Whether that
@@ -121,11 +123,14 @@ def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
     """
     if os.environ.get(COMMIT_ENV):
         return os.environ[COMMIT_ENV], None
+    if not (root / ".git").exists():  # an installed package, not a checkout
+        return os.environ.get("GITHUB_SHA"), None
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True, timeout=10).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
+            ["git", "status", "--porcelain", "--", ".",
+             f":(exclude){RESULTS_DIR.relative_to(REPO_ROOT).as_posix()}"],
             cwd=root, capture_output=True, text=True, check=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return os.environ.get("GITHUB_SHA"), None

@@ -17,7 +17,13 @@ import triton.language as tl
 from .hardware import num_warps_for
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
-from .validation import check_block_size, check_tensor, needs_int64_offsets
+from .registry import register
+from .validation import (
+    MAX_ELEMENTS_PER_THREAD_EXP,
+    check_block_size,
+    check_tensor,
+    needs_int64_offsets,
+)
 
 # The widest row the one-pass kernel takes (elements); longer rows go to the online kernel.
 # At 32768 fp32 elements a row is 128 KiB, held in the registers of 32 warps. Measured on an
@@ -214,7 +220,9 @@ def softmax(x: torch.Tensor, *, method: str = "auto", block_size: int | None = N
     if block_size is not None and method != "online":
         raise ValueError("block_size applies to method='online' only")
     if method == "online":
-        block_size = ONLINE_BLOCK if block_size is None else check_block_size("block_size", block_size)
+        block_size = (ONLINE_BLOCK if block_size is None
+                      else check_block_size("block_size", block_size, num_warps=num_warps_for,
+                                           per_thread=MAX_ELEMENTS_PER_THREAD_EXP))
     else:
         block_size = one_pass_block
     return _softmax(x, method, block_size)
@@ -290,3 +298,11 @@ _softmax_backward = Operator("softmax_backward", _launch_backward, fake=_fake_ba
                              refuse_name="softmax")
 _softmax = Operator("softmax", _launch, fake=_fake, backward=_grad,
                     setup_context=_save_output)
+
+
+def _example(device):
+    return (torch.randn(5, 33, device=device) * 3,), {}
+
+
+register("softmax", softmax, softmax_reference, example=_example, differentiable=True,
+         compile_safe=True)

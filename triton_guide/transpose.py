@@ -8,12 +8,16 @@ import triton.language as tl
 
 from .launch import cdiv, fast_launch, next_power_of_2
 from .library import Operator
+from .registry import register
 from .validation import (
+    DEFAULT_NUM_WARPS,
     MAX_BLOCK_ELEMENTS,
     MAX_GRID_AXIS_1,
     check_block_size,
+    check_elements_per_thread,
     check_grid_axis,
     check_tensor,
+    max_block_size,
     needs_int64_offsets,
 )
 
@@ -66,6 +70,11 @@ def transpose(x: torch.Tensor, *, block_rows: int = 32, block_cols: int = 32) ->
             f"{block_rows * block_cols} elements, but a Triton block holds at most "
             f"{MAX_BLOCK_ELEMENTS}; make the product {MAX_BLOCK_ELEMENTS} or less"
         )
+    check_elements_per_thread(
+        f"a tile of block_rows x block_cols = {block_rows} x {block_cols}",
+        block_rows * block_cols, DEFAULT_NUM_WARPS,
+        f"make the product {max_block_size(DEFAULT_NUM_WARPS)} or less",
+    )
     check_grid_axis(
         "x", triton.cdiv(x.shape[1], block_cols),
         f"pass a larger block_cols (x has {x.shape[1]} columns)",
@@ -92,10 +101,18 @@ def _grad(ctx, grad_out):
     # The gradient of a transpose is the transpose of the gradient. grad_out has as many
     # columns as x had rows: widen the tiles so that grid axis 1 stays within its limit.
     block_cols = max(32, next_power_of_2(cdiv(grad_out.shape[1], MAX_GRID_AXIS_1)))
-    block_rows = min(32, MAX_BLOCK_ELEMENTS // block_cols)
+    block_rows = min(32, max(1, max_block_size(DEFAULT_NUM_WARPS) // block_cols))
     return _transpose(grad_out, block_rows, block_cols), None, None
 
 
 # Autograd and torch.compile: see triton_guide.library. The backward is the op again, so
 # it differentiates too.
 _transpose = Operator("transpose", _launch, fake=_fake, backward=_grad)
+
+
+def _example(device):
+    return (torch.randn(19, 40, device=device),), {}
+
+
+register("transpose", transpose, transpose_reference, example=_example,
+         differentiable=True, compile_safe=True)

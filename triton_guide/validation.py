@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -156,11 +156,65 @@ def check_int(name: str, value: object, *, expected: str = "an int") -> int:
     return int(value)
 
 
-def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS) -> int:
-    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``.
+# Threads per warp on NVIDIA GPUs.
+THREADS_PER_WARP = 32
+# Triton's number of warps for a launch that does not name one.
+DEFAULT_NUM_WARPS = 4
+# The most elements of a block each thread may hold. A block of B elements launched with W
+# warps gives each of its 32 * W threads B / (32 * W) elements of every block tensor the
+# kernel computes, all meant for registers (at most 255 per thread, and 65536 per SM, so
+# 64 per thread with 32 warps): past that the compiler spills to local memory, and its own
+# work grows with the code, which is unrolled once per element. Measured by compiling for
+# an H100 (sm_90, triton 3.9, on a two-core CPU host; float32): vector_add_kernel (4 warps)
+# takes 158 registers at 64 elements per thread, 254 at 128 (the last without spills);
+# at 256 it spills 616 bytes per thread and compiles in 1.4 s, at 512 in 4.9 s, at 1024 in
+# 28 s and at 2048 in 51 s; at 8192 (block_size=2**20) it was still compiling after 180 s
+# on an H100 (triton 3.6). At 256 per thread the copy, transpose and sum kernels compile
+# in 1.1-3.7 s; so kernels that load an element, combine it with another and store or sum
+# it get 256, one doubling past their registers (a page can still show what spilling
+# costs) at a few seconds' compile.
+MAX_ELEMENTS_PER_THREAD = 256
+# Kernels that keep several float32 values per element across a loop and take
+# exponentials (the online softmax, cross-entropy) compile far slower: at 256 per thread
+# 24 s and 13.5 s, at 128 3.5 s and 2.8 s (and 1.7 s and 1.2 s at 64). They get 128.
+MAX_ELEMENTS_PER_THREAD_EXP = 128
+
+
+def max_block_size(num_warps: int, per_thread: int = MAX_ELEMENTS_PER_THREAD) -> int:
+    """The largest block with at most ``per_thread`` elements per thread of ``num_warps``
+    warps (and at most a Triton block's ``MAX_BLOCK_ELEMENTS``)."""
+    return min(MAX_BLOCK_ELEMENTS, per_thread * THREADS_PER_WARP * num_warps)
+
+
+def check_elements_per_thread(name: str, elements: int, num_warps: int, fix: str,
+                              per_thread: int = MAX_ELEMENTS_PER_THREAD) -> None:
+    """Refuse a block of ``elements`` (named ``name``) that gives each thread of ``num_warps``
+    warps more than ``per_thread`` elements; ``fix`` says what to pass instead."""
+    held = elements // (THREADS_PER_WARP * num_warps)
+    if held > per_thread:
+        raise ValueError(
+            f"{name} is {elements}: launched with {num_warps} warp{'s' * (num_warps != 1)} of "
+            f"{THREADS_PER_WARP} threads, that is {held} elements per thread, more than the "
+            f"{per_thread} per thread that this kernel compiles in bounded time (past that, "
+            f"registers run out and compilation takes minutes); {fix}"
+        )
+
+
+def check_block_size(
+    name: str, value: object, *, max_value: int = MAX_BLOCK_ELEMENTS,
+    num_warps: int | Callable[[int], int] = DEFAULT_NUM_WARPS,
+    per_thread: int = MAX_ELEMENTS_PER_THREAD,
+) -> int:
+    """Check a tuning argument that must be a power-of-two integer no larger than ``max_value``
+    and that compiles in bounded time: at most ``per_thread`` elements per thread (see
+    ``MAX_ELEMENTS_PER_THREAD``) for a block launched with ``num_warps`` warps (or
+    ``num_warps(value)``, for launchers whose warps follow the block size).
 
     Accepts Python and numpy integers (not bools); returns the value as a Python int.
     """
+    key = (name, value, max_value, num_warps, per_thread) if type(value) is int else None
+    if key in _accepted_block_sizes:  # launchers check the same few values on every call
+        return value
     value = check_int(name, value, expected="an int (a power of two)")
     if value < 1 or value & (value - 1):
         suggestion = triton.next_power_of_2(max(value, 1))
@@ -172,7 +226,16 @@ def check_block_size(name: str, value: object, *, max_value: int = MAX_BLOCK_ELE
             f"{name} is {value}, but a Triton block holds at most {max_value} elements; "
             f"pass {name}={max_value} or less"
         )
+    warps = num_warps(value) if callable(num_warps) else num_warps
+    check_elements_per_thread(name, value, warps,
+                              f"pass {name}={max_block_size(warps, per_thread)} or less",
+                              per_thread)
+    if key is not None and len(_accepted_block_sizes) < 4096:
+        _accepted_block_sizes.add(key)
     return value
+
+
+_accepted_block_sizes: set[tuple] = set()
 
 
 def check_bool(name: str, value: object) -> bool:

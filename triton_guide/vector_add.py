@@ -8,6 +8,7 @@ import triton.language as tl
 
 from .launch import cdiv, fast_launch
 from .library import Operator
+from .registry import register
 from .validation import (
     check_block_size,
     check_contiguous,
@@ -82,3 +83,11 @@ def _grad(ctx, grad_out):
 
 # Autograd and torch.compile: see triton_guide.library.
 _vector_add = Operator("vector_add", _launch, fake=_fake, backward=_grad)
+
+
+def _example(device):
+    return (torch.randn(37, device=device), torch.randn(37, device=device)), {}
+
+
+register("vector_add", vector_add, vector_add_reference, example=_example,
+         differentiable=True, compile_safe=True)

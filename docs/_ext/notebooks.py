@@ -13,7 +13,8 @@ which Jupyter also shows folded, and a cross-reference left as ```text <target>`
 its text. The rewrite is idempotent: a processed notebook has no directive left.
 
 The first cell, which installs the package, comes from sphinx-gallery's
-``first_notebook_cell`` option in ``conf.py``.
+``first_notebook_cell`` option in ``conf.py``; ``downloads.py``, which runs before this
+extension, writes each notebook afresh and turns the kernels it includes into code cells.
 """
 
 from __future__ import annotations

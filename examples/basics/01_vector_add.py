@@ -73,14 +73,16 @@ device = runtime.device()
 #   :ref:`common-mistakes page <sphx_glr_auto_examples_debugging_02_common_mistakes.py>`
 #   shows the wrap.
 #
-# The launcher, ``vector_add``, checks its inputs and hands them to ``_launch``, which
-# allocates the output, works out the grid and launches:
+# The launcher checks its arguments, then its ``_launch`` allocates the output, works out
+# the grid and launches:
 #
 # .. literalinclude:: /../triton_guide/vector_add.py
 #    :pyobject: _launch
 #
 # ``kernel[grid](...)`` launches ``grid[0]`` programs. Tensors passed to a kernel arrive as
-# pointers to their first element; integers arrive as scalars.
+# pointers to their first element; integers arrive as scalars. ``fast_launch(kernel)`` is
+# ``kernel`` with the compiled kernel remembered per kind of argument, so that later calls
+# skip Triton's per-call bookkeeping (microseconds of host time; it launches the same).
 
 # %%
 # How many programs?

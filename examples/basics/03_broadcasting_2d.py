@@ -107,11 +107,10 @@ fig.tight_layout()
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: transpose_kernel
 #
-# and the launcher. ``transpose`` checks the arguments and passes them, through a
-# registered PyTorch operator where autograd must record the call or ``torch.compile``
-# traces it (the :ref:`autograd page
-# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why), to
-# ``_launch``, the part that launches:
+# and the launcher. ``transpose`` checks the arguments and hands them to an operator that
+# autograd and ``torch.compile`` know (the :ref:`autograd page
+# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why), which
+# runs the part that launches:
 #
 # .. literalinclude:: /../triton_guide/transpose.py
 #    :pyobject: _launch

@@ -25,6 +25,7 @@ import triton.language as tl
 
 # Without a GPU, triton_guide sets TRITON_INTERPRET=1, which Triton reads each time
 # @triton.jit decorates a function, so this page's kernels run in the interpreter too.
+import triton_guide
 from triton_guide import matmul, runtime, softmax
 from triton_guide.benchmark import Benchmark
 from triton_guide.testing import assert_close, tolerance
@@ -220,22 +221,25 @@ print(f"compiled vs eager: forward {forward_error:.1e}, gradient {backward_error
 # fake implementation.
 
 # %%
-# Some of the package's ops are registered like ``silu``, as operators in the
-# ``triton_guide`` namespace: ``vector_add``, ``transpose`` and ``matmul`` as one operator
-# each, ``softmax`` and ``attention`` as a forward and a backward operator each. Their
-# public function validates its arguments, then calls the operator whenever autograd must
-# record the call or ``torch.compile`` is tracing it, and launches the kernel directly
-# otherwise. The others are not operators: ``cross_entropy``, ``layer_norm`` and
-# ``rms_norm`` are ``torch.autograd.Function`` subclasses, which autograd records but which
-# have no fake implementation, so ``torch.compile`` has to trace their Python;
-# ``vector_sum`` has no backward at all.
+# The package's ops follow one pattern (:class:`triton_guide.library.Operator`). Each
+# public function validates its arguments, then hands them to an Operator made from the
+# launcher, a fake implementation and the backward, which picks one of three paths per
+# call: under ``torch.compile``, the registered operator ``torch.ops.triton_guide.<name>``
+# (``custom_op`` + ``register_fake`` + ``register_autograd``, as ``silu`` above); when
+# autograd must record the call, an ``autograd.Function`` running the same launcher and
+# backward (the operator's dispatch costs tens of microseconds of host time per call); and
+# otherwise the launcher itself. Each op also declares once, in
+# :mod:`triton_guide.registry`, whether it is differentiable and compile-safe:
 
-ops = ["vector_add", "transpose", "matmul", "softmax", "softmax_backward",
-       "attention_forward", "attention_backward", "cross_entropy", "layer_norm", "rms_norm",
-       "vector_sum"]
-registered = [op for op in ops if hasattr(torch.ops.triton_guide, op)]
-print("in torch.ops.triton_guide:", ", ".join(registered))
-print("not registered:", ", ".join(op for op in ops if op not in registered))
+for op in triton_guide.registry.OPS.values():
+    print(f"{op.name:<14} differentiable: {op.differentiable!s:<5}  "
+          f"compile-safe: {op.compile_safe}")
+print("operators in torch.ops.triton_guide:", ", ".join(triton_guide.library.OPERATORS))
+
+# %%
+# ``cross_entropy`` is the exception: its forward writes the gradient too (over the logits
+# themselves with ``inplace_grad=True``), which a PyTorch operator may not do, so it stays
+# a plain ``autograd.Function``. ``vector_sum`` has no backward.
 
 compiled_block = torch.compile(
     lambda t: softmax(t * 0.5).log().sum(), fullgraph=True, backend=backend

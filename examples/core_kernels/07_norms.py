@@ -132,7 +132,7 @@ if runtime.interpreting():
 #    :pyobject: norm_backward_kernel
 #
 # .. literalinclude:: /../triton_guide/norms.py
-#    :pyobject: sum_partials_kernel
+#    :pyobject: column_sums_kernel
 #
 # The same input gives the same weight gradient, bit for bit. The check has force only on
 # a GPU, where the programs run at the same time and finish in any order. The interpreter
