@@ -30,7 +30,7 @@ from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmu
                                   read_working_set, softmax_cost, vector_add_cost)
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 

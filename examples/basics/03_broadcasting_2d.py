@@ -28,7 +28,7 @@ from triton_guide.benchmark import OUT_OF_LINE, Benchmark, gb_per_s, out_of_line
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 

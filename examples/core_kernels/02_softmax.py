@@ -32,7 +32,7 @@ from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 

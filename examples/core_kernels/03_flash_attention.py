@@ -35,7 +35,7 @@ from triton_guide.benchmark import Benchmark, tflop_per_s
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 

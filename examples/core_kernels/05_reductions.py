@@ -9,7 +9,7 @@ cell that every program adds into with an atomic.
 This page builds both, checks them against a float64 sum, and measures what each costs:
 in reproducibility, because float32 addition depends on order, and in time, next to
 ``torch.sum`` (on a GPU: live when this build ran on one, otherwise the recordings in
-``results/``, each labelled with its GPU, versions and date).
+``triton_guide/_results/``, each labelled with its GPU, versions and date).
 
 You will learn:
 
@@ -32,7 +32,7 @@ from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 

@@ -6,7 +6,7 @@ Advice about kernel speed is easy to give and easy to get wrong: "bigger blocks 
 faster", "masks are expensive", "always autotune". This page measures each habit on the
 simplest memory-bound kernel there is, a copy, where nothing but memory access varies.
 Every timing below was taken on a GPU: in this build when it ran on one, otherwise
-recalled from the recordings in ``results/``, each labelled with its GPU, versions and
+recalled from the recordings in ``triton_guide/_results/``, each labelled with its GPU, versions and
 date. The interpreter times nothing; the cells also show what needs no clock: how the
 work is divided, and which addresses the lanes touch.
 
@@ -45,7 +45,7 @@ from triton_guide.copy import (
 from triton_guide.debugging import compile_kernels
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
-bench = Benchmark()  # timings: live on a GPU, else the recordings in results/
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
 print(bench.stamp())
 device = runtime.device()
 
