@@ -6,9 +6,9 @@ Advice about kernel speed is easy to give and easy to get wrong: "bigger blocks 
 faster", "masks are expensive", "always autotune". This page measures each habit on the
 simplest memory-bound kernel there is, a copy, where nothing but memory access varies.
 Every timing below was taken on a GPU: in this build when it ran on one, otherwise
-recalled from the recordings in ``triton_guide/_results/``, each labelled with its GPU, versions and
-date. The interpreter times nothing; the cells also show what needs no clock: how the
-work is divided, and which addresses the lanes touch.
+recalled from the recordings in ``triton_guide/_results/``, each labelled with its GPU,
+versions and date. The interpreter times nothing; the cells also show what needs no
+clock: how the work is divided, and which addresses the lanes touch.
 
 You will learn:
 
