@@ -237,6 +237,7 @@ def new_outputs(q: torch.Tensor):
     """Empty output, log-sum-exp and statistics (row maximum, log2 of the normaliser)."""
     batch, heads, num_queries, _ = q.shape
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    # Separate tensors: outputs of a PyTorch operator may not alias one another.
     lse = torch.empty((batch, heads, num_queries), dtype=torch.float32, device=q.device)
     stats = torch.empty((2, batch, heads, num_queries), dtype=torch.float32, device=q.device)
     return out, lse, stats

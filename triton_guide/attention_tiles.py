@@ -147,6 +147,11 @@ def _descriptor_ready(t: torch.Tensor) -> bool:
                     for i in range(3) if t.shape[i] > 1))
 
 
+# Per layout (shape, strides, dtype): the descriptor's shape and strides, worked out once.
+# Every call of attention makes three descriptors, and the host's time decides small calls.
+_descriptor_layouts: dict[tuple, tuple[list[int], list[int]]] = {}
+
+
 def tma_layout(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself when a descriptor can read it, else a copy that can: contiguous, with
     ``head_dim`` padded by zeros to a multiple of 16 bytes (zero columns add nothing to
@@ -163,12 +168,18 @@ def tma_layout(t: torch.Tensor) -> torch.Tensor:
 
 def descriptor(t: torch.Tensor, block_rows: int, block_d: int) -> TensorDescriptor:
     """A descriptor over (batch, heads, seq, head_dim) that loads [1, 1, block_rows, block_d]."""
-    # A dimension of size 1 is never stepped along: any aligned stride describes it.
-    strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
-               for size, stride in zip(t.shape, t.stride())]
-    strides[-1] = 1
+    key = (t.shape, t.stride(), t.dtype)
+    layout = _descriptor_layouts.get(key)
+    if layout is None:
+        # A dimension of size 1 is never stepped along: any aligned stride describes it.
+        strides = [stride if size > 1 else TMA_ALIGNMENT // t.element_size()
+                   for size, stride in zip(t.shape, t.stride())]
+        strides[-1] = 1
+        if len(_descriptor_layouts) >= 1024:
+            _descriptor_layouts.clear()
+        layout = _descriptor_layouts[key] = (list(t.shape), strides)
     # tma_layout has made t readable by TMA: skip the constructor's re-check of it.
-    return unchecked_descriptor(t, list(t.shape), strides, [1, 1, block_rows, block_d])
+    return unchecked_descriptor(t, *layout, [1, 1, block_rows, block_d])
 
 
 def needs_int64_rows(num_rows: int, head_dim: int) -> bool:
