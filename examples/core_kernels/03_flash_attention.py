@@ -224,21 +224,29 @@ check_step(attention_online, "step 3 (one pass) ")
 #   tensor cores use the current ones. ``num_stages`` is the number of buffers per tile,
 #   so about ``num_stages - 1`` loads run ahead of the computation. Step 4 lets the
 #   autotuner choose that depth together with the block shapes.
-# * **exp2 with the scale folded in.** The hardware computes ``2^x``, and
+# * **exp2, scaled in the exponent.** The hardware computes ``2^x``, and
 #   ``e^y = 2^(y * log2(e))``, so the kernel works in base 2 with
-#   ``c = sm_scale * log2(e)``. It takes each row's maximum over the raw scores ``x`` and
-#   scales only that maximum by ``c`` (``max(x) * c = max(x * c)``, as ``c > 0``), so the
-#   running maximum ``m`` is in scaled units. No separate pass multiplies every score by
-#   ``c``: that happens inside the exponent, ``exp2(x * c - m)``, one fused multiply-add
-#   per score.
+#   ``c = sm_scale * log2(e)``. It keeps each row's running maximum ``m`` of the *raw*
+#   scores ``x`` and scales only inside the exponent, ``exp2((x - m) * c)``: the
+#   difference is at most 0 before it is scaled, so a huge ``sm_scale`` cannot push an
+#   intermediate value past float32's range (scaling ``x`` first could, and gave NaN at
+#   ``sm_scale=1e20``).
 # * **Masks only where needed.** ``tl.constexpr`` flags, compiled away when off, switch the
 #   masks on for the one partial key block at the end of the sequence and, when causal,
 #   for the blocks on the diagonal; blocks past the diagonal are never visited.
 # * **Configurations per head size.** ``triton.autotune`` tries four block shapes and
 #   pipeline depths for ``head_dim`` up to 64 and four above, the fastest of a sweep on an
-#   H100 (``TUNED`` in the module), and keeps the best per sequence length. The kernel's
-#   decorator ``@_autotune("forward")`` is the module's own: it builds that
+#   H100 (``TUNED`` in ``triton_guide/attention_tiles.py``), and keeps the best per
+#   sequence length. The kernel's decorator ``@autotune("forward")`` builds that
 #   ``triton.autotune`` from the ``TUNED`` list for the forward kernel.
+# * **Attention as models call it.** Keys and values may have fewer heads than the queries
+#   (grouped-query attention: query head ``h`` reads key head ``h // group_size``), and
+#   fewer or more rows than the queries, as a decoding step with a cache of keys has.
+#
+# One step of the online softmax, shared by every kernel of the package that needs it:
+#
+# .. literalinclude:: /../triton_guide/attention_decode.py
+#    :pyobject: online_softmax_step
 #
 # A tile is one (batch, head)'s rows, read through a descriptor, and the loop over key
 # blocks is a helper called once per range of keys:
@@ -249,12 +257,12 @@ check_step(attention_online, "step 3 (one pass) ")
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: _forward_block_loop
 #
-# The kernel loads its query block once, runs that loop over the key ranges, and stores
-# the normalised output together with each row's log-sum-exp, which the backward pass
-# needs. It is in base 2: ``lse = m + log2(l)``, with ``m`` the running maximum of the
-# scores already multiplied by ``c`` and ``l`` the sum of ``exp2(x * c - m)``. That is
-# ``log2`` of the softmax's denominator, not the natural ``m + log(l)`` of
-# ``online_attention`` above, whose ``m`` and ``l`` are in base ``e``:
+# The kernel loads its query block once, runs that loop over three key ranges (the edges
+# that need masks, and the keys every row sees, which need none), and stores the normalised
+# output with each row's log-sum-exp in natural-log units, ``m * c * ln 2 + ln 2 *
+# log2(l)``, as ``online_attention`` above gives it. For the backward pass it also stores
+# the raw maximum ``m`` and ``log2(l)``, from which the backward recomputes each
+# probability as ``exp2((x - m) * c - log2(l))``:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_forward_kernel
@@ -262,7 +270,10 @@ check_step(attention_online, "step 3 (one pass) ")
 # %%
 # Causal attention
 # ----------------
-# With ``causal=True`` query ``i`` sees keys ``0..i``. For a block of queries starting at row
+# With ``causal=True`` and as many queries as keys, query ``i`` sees keys ``0..i``. (With
+# ``Nk`` keys and ``Nq`` queries the mask is aligned bottom-right, as in FlashAttention
+# 2.1 and later: query ``i`` sees keys up to ``i + Nk - Nq``, so the last query sees every
+# key, as a decoding step must.) For a block of queries starting at row
 # ``r``, keys before ``r`` are visible to every row (no mask), keys from ``r`` to the end of
 # the block need the triangular mask, and later keys are skipped entirely, which takes the
 # work to a little over half (the diagonal blocks are visited whole, so the share falls
