@@ -223,6 +223,55 @@ def test_a_changed_kernel_marks_recalled_runs_stale(page, store_dir, monkeypatch
         f"{store.STALE} (triton_guide/vector_add.py changed since)"] * 2
 
 
+SPLIT_SOURCE = PAGE_SOURCE.replace("from triton_guide import vector_add",
+                                  "from triton_guide import softmax").replace(
+    "Benchmark()", 'Benchmark(recordings_from="synthetic_add")')
+
+
+@pytest.fixture
+def split_page(page) -> Path:
+    """A page split out of the synthetic page, importing other kernels than it."""
+    path = page.parent.parent / "hopper" / "01_synthetic_add_fast.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(SPLIT_SOURCE)
+    return path
+
+
+def recalled_by_split(split_page, store_dir) -> benchmark.Results:
+    bench = Benchmark(split_page, results_dir=store_dir, recordings_from="synthetic_add")
+    return bench.sweep(TITLE, XS, {"triton_guide": None, "torch": None}, None, label="n",
+                       unit="GB/s", ceiling="copy", xlabel="elements")
+
+
+@needs_interpreter
+def test_a_split_page_recalls_the_recordings_of_the_page_it_came_from(split_page, store_dir):
+    runs = recalled_by_split(split_page, store_dir)
+    assert [(r.gpu, r["triton_guide"][-1], r.stale) for r in runs] == [
+        ("Synthetic A100", 1200.0, None), ("Synthetic B200", 2400.0, None)]
+    assert Benchmark(split_page, results_dir=store_dir).recordings == []  # only when asked
+
+
+@needs_interpreter
+def test_a_split_pages_own_recording_comes_before_the_borrowed_one(page, split_page,
+                                                                   store_dir):
+    own = synthetic_record(split_page, "NVIDIA Synthetic B200")
+    own["benchmarks"][0]["series"][0]["values"] = [1.0, 2.0, 3.0]
+    store.save(own, store_dir)
+    runs = recalled_by_split(split_page, store_dir)
+    assert [(r.gpu, r["triton_guide"][-1]) for r in runs] == [
+        ("Synthetic A100", 1200.0), ("Synthetic B200", 3.0)]
+
+
+@needs_interpreter
+def test_a_borrowed_recording_is_stale_when_the_recording_pages_kernels_changed(
+        page, split_page, store_dir):
+    page.write_text(PAGE_SOURCE.replace("import vector_add", "import vector_add, softmax"))
+    runs = recalled_by_split(split_page, store_dir)
+    assert len(runs) == 2 and all(
+        run.stale.startswith(store.STALE) and "triton_guide/softmax.py" in run.stale
+        for run in runs)
+
+
 @needs_interpreter
 def test_no_recording_says_so_in_one_line_and_draws_nothing(page, tmp_path, capsys):
     runs = recalled(page, tmp_path / "empty")

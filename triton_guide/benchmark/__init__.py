@@ -52,7 +52,9 @@ the page's kernel source changed since (see :mod:`triton_guide.results`). With n
 recording it says so in one line and returns an empty ``results``: ``plot`` and
 ``summary`` then do nothing and ``for run in results`` does not loop, so a page needs no
 ``if``. ``TRITON_GUIDE_TIMINGS=recorded`` makes a GPU build draw from the store too
-(the site workflow does that after ``make bench``, so nothing is timed twice).
+(the site workflow does that after ``make bench``, so nothing is timed twice). A page split
+out of another keeps showing the benchmarks recorded under the old page's key with
+``Benchmark(recordings_from="matmul")``, for each GPU it has no recording of its own for.
 """
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)

@@ -31,9 +31,15 @@ class Benchmark:
 
     ``page`` is the page's path; by default ``sys.argv[0]``, which is the page both when it
     runs as a script and under sphinx-gallery. ``results_dir`` overrides where results live.
+    ``recordings_from`` is the key of another page (``"matmul"``) whose recordings this page
+    also recalls, for a page split out of that one: its benchmarks, recorded under the old
+    page's key with the same titles, keep being shown. A GPU with a recording of this page's
+    own key uses that one; a recalled recording of the other page is called stale when that
+    page's kernel source changed since. Live timings are recorded under this page's own key.
     """
 
-    def __init__(self, page: str | Path | None = None, *, results_dir: str | Path | None = None):
+    def __init__(self, page: str | Path | None = None, *, results_dir: str | Path | None = None,
+                 recordings_from: str | None = None):
         page = page or store.running_from()
         if not page:
             raise ValueError("Benchmark(page=None) could not tell which page is running "
@@ -57,8 +63,22 @@ class Benchmark:
                            if r["gpu"]["slug"] != own]
         for record in self.recordings:
             record["stale"] = store.stale_reason(record["kernel_source"], self.kernel)
+        if recordings_from is not None:
+            self._recall_from(recordings_from, own)
         self._record: dict | None = None
         self._titles: set[str] = set()
+
+    def _recall_from(self, key: str, own: str | None) -> None:
+        """Add page ``key``'s recordings for the GPUs this page has none of its own for,
+        each checked for staleness against the kernel source of the page that recorded it."""
+        have = {r["gpu"]["slug"] for r in self.recordings} | {own}
+        borrowed = [r for r in store.load(key, self.results_dir) if r["gpu"]["slug"] not in have]
+        for record in borrowed:
+            source = store.REPO_ROOT / record["page"]
+            current = store.kernel_source(source.read_text()) if source.is_file() else {
+                "sha256": None, "modules": {}}
+            record["stale"] = store.stale_reason(record["kernel_source"], current)
+        self.recordings = sorted(self.recordings + borrowed, key=lambda r: r["gpu"]["slug"])
 
     def _relative(self, path: Path) -> str:
         try:
