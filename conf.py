@@ -20,7 +20,7 @@ SITE_URL_ENV = "TRITON_GUIDE_SITE_URL"
 html_baseurl = os.environ.get(SITE_URL_ENV) or "http://localhost:8000/"
 
 # The gallery's section folders (examples/<section>/), in the order a newcomer reads them.
-GALLERY_SECTIONS = ["basics", "core_kernels", "debugging", "exercises"]
+GALLERY_SECTIONS = ["basics", "core_kernels", "hopper", "debugging", "exercises"]
 
 project = "triton-guide"
 author = "the triton-guide developers"

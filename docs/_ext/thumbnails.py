@@ -82,7 +82,8 @@ def _circle(x, y, r):
     return Circle((x, y), r, fill=False, edgecolor="#333333", linewidth=3)
 
 
-MOTIFS = {"basics": _vector_blocks, "core_kernels": _tiled_matmul, "debugging": _debug_grid,
+MOTIFS = {"basics": _vector_blocks, "core_kernels": _tiled_matmul, "hopper": _tiled_matmul,
+          "debugging": _debug_grid,
           "exercises": _stub_checked}
 
 

@@ -4,7 +4,7 @@ Matrix multiplication: tiles, tl.dot and the K loop
 
 A matrix product does far more arithmetic than it moves bytes, so unlike the previous pages
 it can be bound by the tensor cores rather than by memory, if each tile of input is reused
-enough. This page builds the tiled GEMM of ``triton_guide/matmul.py`` in four steps, each
+enough. This page builds the tiled GEMM of ``triton_guide/matmul.py`` in three steps, each
 one a kernel that runs, is checked against PyTorch and, on a GPU, is timed against cuBLAS.
 
 You will learn:
@@ -14,11 +14,12 @@ You will learn:
 * grouped program ordering, when it helps the L2 cache and when it does not (step 2), with
   a picture drawn by the kernel's own program-to-tile helper;
 * autotuning tile sizes with ``triton.autotune`` (step 3);
-* reading tiles through tensor descriptors, Hopper's TMA copies (step 4);
-* why a product can leave most of the GPU idle in its last wave of tiles, and what a
-  second launch in smaller tiles does about it;
 * what each step buys, as a fraction of cuBLAS, TFLOP/s against size, and what the
   host's time per call adds at small sizes.
+
+What the package adds on a Hopper GPU to reach cuBLAS's speed (aligned rows, tensor
+descriptors, the last wave of tiles) is the next lesson,
+:ref:`Matmul at full speed <sphx_glr_auto_examples_hopper_01_matmul_full_speed.py>`.
 """
 
 # %%
@@ -31,9 +32,7 @@ import torch
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
                                     tflop_per_s)
-from triton_guide.matmul import (WAVE_TILE, default_split, has_tma, kernel_inputs,
-                                 last_wave_split, layout, matmul_kernel, multiprocessors,
-                                 product, unaligned_runs)
+from triton_guide.matmul import matmul_kernel
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -225,7 +224,7 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # %%
 # Step 3: autotuned tile shapes
 # -----------------------------
-# The pointer kernel in ``triton_guide/matmul.py`` is step 2 with four changes:
+# The pointer kernel in ``triton_guide/matmul.py`` is step 2 with three changes:
 #
 # * Its tile shape, group size, number of warps and pipeline stages come from
 #   ``triton.autotune`` (see "Autotuning" below). A program runs as ``num_warps`` warps
@@ -235,53 +234,15 @@ check_step(matmul_grouped, "step 2 (grouped)")
 # * Rows of A and columns of B past the edge are wrapped round with ``% M`` and ``% N``
 #   instead of masked: the loads stay inside the matrices, and the rows they fetch twice
 #   are computed but never stored (the store is masked). Only K keeps a load mask.
-# * Alignment hints. Triton compiles a separate kernel for integers that are multiples of
-#   16, and only then knows that a row of A starts on a 16-byte boundary. At 1000 x 1000
-#   it cannot know that, and it falls back to moving one element at a time. So:
-#
-#   - the launcher checks the row strides and sizes itself and passes the alignment it
-#     finds (8 elements for rows of 1000 float16 values) as ``A_ALIGN``, ``B_ALIGN`` and
-#     ``C_ALIGN``;
-#   - the kernel states it for offsets with ``tl.multiple_of`` and
-#     ``tl.max_contiguous``, which mark tensors only;
-#   - for the sizes that the masks compare with, it rewrites K as
-#     ``(K // A_ALIGN) * A_ALIGN`` and N as ``(N // C_ALIGN) * C_ALIGN`` (where A is
-#     stored by columns, M by ``A_ALIGN`` instead of K; where B is, K by ``B_ALIGN``
-#     too): the same number, now visibly a multiple, so a mask comes in runs of 8
-#     elements and the masked loads and the store still move 16 bytes;
-#   - a matrix stored column by column (a transposed view such as ``w.t()`` in
-#     ``x @ w.t()``, or in any product of a backward pass) gets ``A_COLUMNS``
-#     (``B_COLUMNS``) with the alignment of its columns, and ``tile_pointers`` (below)
-#     states it down the columns instead of along the rows. Without it, a transposed B
-#     of 1000 x 1000 was read one element at a time (17 TFLOP/s on an H100, 0.08x
-#     cuBLAS).
-#
-#   A hint is a promise: a wrong one gives wrong results, so it is only ever what the
-#   launcher proved.
-# * Rows no hint can help: 4093 float16 values are 8186 bytes, so only every eighth row
-#   of A starts on a 16-byte boundary. For products large enough to repay it, the launcher
-#   first copies A into rows padded with zeros to a multiple of 16 elements, and B into a
-#   buffer stored column by column (a copy of ``b.t()``), its columns padded along K the
-#   same way: B is read along K, so only K needs padding
-#   (:func:`~triton_guide.matmul.aligned_copies`; the zeros add nothing).
+# * Alignment parameters (``A_ALIGN``, ``A_COLUMNS`` and the like), which the launcher
+#   sets after checking the strides, so that the loads stay 16 bytes wide on rows of any
+#   length. They change how fast the kernel reads, not what it computes: the next lesson,
+#   :ref:`Matmul at full speed <sphx_glr_auto_examples_hopper_01_matmul_full_speed.py>`,
+#   explains them step by step.
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
 #
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: tile_pointers
-#
-# What the launcher finds for rows of a few lengths (:func:`~triton_guide.matmul.layout`
-# and :func:`~triton_guide.matmul.unaligned_runs`, on 8 rows of float16 values):
-
-for row_length in (1000, 4093, 4096):
-    rows = torch.empty(8, row_length, device=device, dtype=torch.float16)
-    _, align = layout(rows)
-    starts = sum(r * row_length * rows.element_size() % 16 == 0 for r in range(8))
-    print(f"rows of {row_length} ({row_length * rows.element_size()} bytes): alignment "
-          f"{align:>2} element{'' if align == 1 else 's'}, {starts} of 8 rows start on a "
-          f"16-byte boundary, padded copy for large products: {unaligned_runs(rows)}")
-
 # %%
 # Autotuning
 # ----------
@@ -308,107 +269,13 @@ print(f"chosen for {m} x {n} x {k} float16:", matmul_kernel.best_config)
 check_step(matmul_pointer_loads, "step 3 (autotuned)")
 
 # %%
-# Step 4: tensor descriptors
-# --------------------------
-# Step 3 computes every address it loads from: offsets, wraps round the edges, a mask
-# along K, and the alignment hints that keep its loads 16 bytes wide. A Hopper GPU can
-# fetch a whole tile with none of that, and :func:`~triton_guide.matmul.matmul` uses it: a
-# second kernel, the same loop with its tiles read through *tensor descriptors*. The
-# launcher builds one on the host for each matrix
-# (``triton.tools.tensor_descriptor.TensorDescriptor``: the base pointer, the shape, the
-# strides, the tile shape) and the kernel asks for a tile by the coordinates of its
-# corner, ``desc.load([row, col])``. On Hopper GPUs that is done by the Tensor Memory
-# Accelerator (TMA), a unit in each SM that moves the tile into shared memory in one or a
-# few instructions and returns zeros past the edges, so there are no offsets to compute and
-# no masks or wraps. A matrix stored by
-# columns is described as its transpose, whose rows are its columns, and ``.T`` turns each
-# tile back:
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: descriptor_tile
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: matmul_tma_kernel
-#
-# Three details make it work in every case ``matmul`` accepts:
-#
-# * **The tile shape.** A descriptor's tile shape has to match the configuration the
-#   autotuner is trying, so each configuration carries a pre-hook that sets it
-#   (``_set_tile_shapes`` in ``triton_guide/matmul.py``).
-# * **Rows TMA cannot read.** The matrix's start and the distance between its rows
-#   (columns) must be multiples of 16 bytes. Rows of 4093 float16 values are 8186 bytes
-#   apart, and no descriptor can read them. For a product large enough to repay it, the
-#   launcher copies such a matrix into a buffer whose rows are padded to the next 16
-#   bytes. Unlike step 3's copies, this one keeps the matrix's own order (rows or
-#   columns), so it reads and writes memory in long runs, and it leaves the padding
-#   unwritten: the descriptor has the matrix's own shape, and past it the copy engine
-#   returns zeros.
-# * **An output with such rows.** A row of 4097 float16 values starts off a 16-byte
-#   boundary, and the store could write it only one value at a time. So for large
-#   products the kernel writes c into rows padded to 16 bytes (the padding columns,
-#   products with the zeros past B's edge, are zeros), and the launcher copies the real
-#   columns out (:func:`~triton_guide.matmul.output_width`).
-#
-# Small products of such rows, and GPUs without TMA, keep step 3's kernel. Measured on an
-# H100 on the same float16 and bfloat16 inputs, from 1 row to 8192 and in every layout,
-# the descriptor kernel ran level with the pointer kernel (a few percent behind at worst)
-# or ahead of it, furthest where B is stored by columns, so the
-# launcher's rule has no other condition (float32 was checked, not timed):
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: kernel_inputs
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: row_aligned
-#
-# What it does for a few float16 products (in this mode):
-
-for (m, n, k), order in [((4096, 4096, 4096), "by rows"), ((4096, 4096, 4096), "by columns"),
-                         ((1000, 1000, 1000), "by columns"), ((4095, 4097, 4093), "by rows"),
-                         ((127, 97, 257), "by rows")]:
-    a = torch.empty(m, k, device=device, dtype=torch.float16)
-    if order == "by rows":
-        b = torch.empty(k, n, device=device, dtype=torch.float16)
-        b_runs = f"rows {n * 2}"
-    else:
-        b = torch.empty(n, k, device=device, dtype=torch.float16).t()
-        b_runs = f"columns {k * 2}"
-    a_in, b_in, descriptors = kernel_inputs(a, b)
-    copied = [name for name, x, x_in in (("A", a, a_in), ("B", b, b_in))
-              if x_in.data_ptr() != x.data_ptr()]
-    print(f"{m:>4} x {n} x {k:<4} B {order:<10} (A's rows {k * 2} bytes apart, B's {b_runs}): "
-          f"{'step 4' if descriptors else 'step 3'}, copies of {' and '.join(copied) or 'none'}")
-
-# %%
-# Checked against float64, B stored by columns and by rows, at sizes that are not
-# multiples of the tiles, each with the path it took:
-
-for m, n, k in runtime.pick(interpreter=[(272, 48, 80), (330, 250, 411)],
-                            gpu=[(4112, 4080, 1040), (1031, 517, 2063)]):
-    a = torch.randn(m, k, device=device, dtype=torch.float16)
-    for order, b in (("by columns", torch.randn(n, k, device=device, dtype=torch.float16).t()),
-                     ("by rows", torch.randn(k, n, device=device, dtype=torch.float16))):
-        error = assert_close(matmul(a, b), matmul_reference(a.double(), b.double()),
-                             rtol=tolerance(torch.float16, tensor_cores=True))
-        a_in, b_in, descriptors = kernel_inputs(a, b)
-        copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b.data_ptr()
-        copies = " after copies" if copied else ""
-        print(f"M={m:<5} N={n:<5} K={k:<5} float16, B {order:<10}: "
-              f"{'step 4' if descriptors else 'step 3'}{copies}, relative error {error:.1e}")
-
-# %%
 # Check against PyTorch
 # ---------------------
-# :func:`~triton_guide.matmul.matmul` as the package exports it, on the shapes the steps
-# were checked on, compared with a float64 product, with B as it is (stored row by row) and
-# as a transposed view (stored column by column, as ``w.t()`` is), in float32 and float16.
-# No size here is a multiple of 16 bytes, so the rows (columns) of these matrices are never
-# a multiple of 16 bytes apart, and no descriptor can read them as they are. Products
-# below ``COPY_MIN_FLOPS`` (in ``triton_guide/matmul.py``) are not worth a copy, so they
-# keep step 3's kernel even where the GPU has TMA: under the interpreter that is every
-# shape here. On a GPU with TMA the largest shape is above it, and runs step 4's kernel on
-# copies. Each line says which path it took; step 4 on shapes it reads as they are, and
-# after copies, is checked in "Step 4: tensor descriptors" above.
+# :func:`~triton_guide.matmul.matmul` as the package exports it (on a Hopper GPU, large
+# products read their tiles through tensor descriptors, the next lesson's step 2), on the
+# shapes the steps were checked on, compared with a float64 product, with B as it is
+# (stored row by row) and as a transposed view (stored column by column, as ``w.t()`` is),
+# in float32 and float16:
 
 for m, n, k in step_shapes:  # the shapes the steps were checked on
     for dtype in (torch.float32, torch.float16):
@@ -417,145 +284,17 @@ for m, n, k in step_shapes:  # the shapes the steps were checked on
         for order, b_view in (("by rows", b), ("by columns", b.t().contiguous().t())):
             error = assert_close(matmul(a, b_view), matmul_reference(a.double(), b.double()),
                                  rtol=tolerance(dtype, tensor_cores=True))
-            a_in, b_in, descriptors = kernel_inputs(a, b_view)
-            copied = a_in.data_ptr() != a.data_ptr() or b_in.data_ptr() != b_view.data_ptr()
-            path = ("step 4" + (" after copies" if copied else "")) if descriptors else "step 3"
             print(f"M={m:<5} N={n:<5} K={k:<5} {str(dtype)[6:]:<8} B {order:<10} "
-                  f"{path:<19} relative error {error:.1e}")
-
-# %%
-# The last wave
-# -------------
-# A kernel's programs run in *waves*: as many at a time as the SMs hold, then the next
-# batch as programs finish. The largest tiles the autotuner tries, 128 x 256 with 8 warps,
-# keep their pipeline stages of a and b tiles in so much shared memory that an SM holds
-# only one such program at a time (the sizes and the count are printed below). A product
-# whose tiles number a few more than a multiple of the SMs then ends with a wave of a few
-# tiles, and while those run, most SMs have nothing to do: that wave costs as long as a
-# full one for a fraction of its work. So where 128 x 256 tiles leave a last wave at most
-# a quarter full, after two to four full ones, ``product`` computes the rows of that last
-# wave in 128 x 64 tiles, a quarter of the work each and four times as many, by a second
-# launch of the same kernel. The rule's docstring
-# refers to the comment above it in ``triton_guide/matmul.py``, which records where it was
-# measured; both are shown here:
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :start-at: # The last wave.
-#    :end-at: FULL_WAVES = range(
-#
-# .. literalinclude:: /../triton_guide/matmul.py
-#    :pyobject: last_wave_split
-#
-# In short, the conditions are where it was measured to win, on an H100 with the split and
-# the single launch timed in turns: after a single full wave it gained nothing, where the
-# last wave is fuller the smaller tiles cost more than the idle SMs did, and a ragged product
-# (N and K not multiples of the large tile) ran slower split. Even where the rule splits,
-# the gain was not the same at every K (3072 x 3072 at K = 1024 and 8192 measured level).
-# ``matmul`` asks the rule only on Hopper GPUs, for 16-bit inputs
-# (:func:`~triton_guide.matmul.default_split`): that is where it was measured, and where
-# the stages fit. The rule for a few products on this GPU (under the interpreter, which has
-# no SMs, on an H100's 132):
-
-sms = multiprocessors(device) if device.type == "cuda" else 132
-tile_m, tile_n, tile_k, _, stages, _ = WAVE_TILE
-stage_bytes = stages * (tile_m * tile_k + tile_k * tile_n) * 2  # float16
-print(f"{tile_m} x {tile_n} tiles, {stages} stages of {tile_m} x {tile_k} and {tile_k} x "
-      f"{tile_n} float16 tiles: {stage_bytes / 1024:.0f} KiB of shared memory per program")
-if device.type == "cuda":
-    properties = torch.cuda.get_device_properties(device)
-    per_program = properties.shared_memory_per_block_optin
-    per_sm = properties.shared_memory_per_multiprocessor
-    source = "this GPU's (torch.cuda.get_device_properties)"
-else:  # NVIDIA's Hopper tuning guide: 228 KiB per SM, of which one program may use 227
-    per_program, per_sm = 227 * 1024, 228 * 1024
-    source = "not available under the interpreter; an H100's, from NVIDIA's specification"
-print(f"shared memory, {source}: at most {per_program / 1024:.0f} KiB per program, "
-      f"{per_sm / 1024:.0f} KiB per SM")
-fits = per_sm // stage_bytes if stage_bytes <= per_program else 0
-print(f"so an SM holds {fits} program{'' if fits == 1 else 's'} of "
-      f"{stage_bytes / 1024:.0f} KiB at a time")
-for m, n in [(2304, 2304), (3072, 3072), (4096, 4096), (2000, 3072), (8192, 8192)]:
-    tiles = -(-m // tile_m) * -(-n // tile_n)
-    full_waves, tail = divmod(tiles, sms)
-    split = last_wave_split(m, n, 4096, sms)
-    plan = f"rows {split}-{m - 1} in 128 x 64 tiles" if split else "one launch"
-    waves = f"{full_waves:>2} full wave{'' if full_waves == 1 else 's'}"
-    print(f"{m} x {n} x 4096 on {sms} SMs: {tiles:>4} tiles of {tile_m} x {tile_n}, {waves} and "
-          f"{tail:>3} tiles ({tail / sms:4.0%} of a wave, {sms - tail:>3} SMs idle): {plan}")
-
-# %%
-# The two launches compute the same product as one (here with the rows from 128 on in the
-# smaller tiles, under the interpreter, or where ``matmul`` splits on this GPU):
-
-m, n, k = runtime.pick(interpreter=(304, 200, 80), gpu=(3072, 3072, 512))
-a = torch.randn(m, k, device=device, dtype=torch.float16)
-b = torch.randn(k, n, device=device, dtype=torch.float16)
-split = runtime.pick(interpreter=128, gpu=default_split(a, n, k) if has_tma(device) else 0)
-if split:
-    error = assert_close(product(a, b, descriptors=True, split=split),
-                         matmul_reference(a.double(), b.double()),
-                         rtol=tolerance(torch.float16, tensor_cores=True))
-    print(f"{m} x {n} x {k} float16, rows {split}-{m - 1} by a second launch: "
-          f"relative error {error:.1e}")
-else:
-    print(f"{m} x {n} x {k}: this GPU keeps one launch (no TMA, or no last wave to split)")
-
-# %%
-# What the second launch buys, in GPU time against cuBLAS in the same run: ``matmul`` as
-# it is, and its autotuned single launch (``product(..., split=0)``), on square float16
-# products. A note on names, as the timings below were recorded under several: ``matmul``
-# here, "step 4 descriptors" in the ladders, "triton_guide" in the "Performance" sweep and
-# "ours" in the text are all the package's :func:`~triton_guide.matmul.matmul`, which on a
-# GPU with TMA (both GPUs recorded here have it) runs step 4's kernel at every size this
-# page times; "step 3 autotuned" and "step 3 pointer loads" are both
-# ``matmul_pointer_loads``.
-#
-# At 4096 the rule keeps one launch, so the two series time the same code: the gap between
-# them there is one sample of the measurement's spread, and only one. 3072 and 4096 are
-# timed again, the same way and in the same run, by the sweep under "Performance" below,
-# which prints the two sweeps' readings side by side: a gain at 3072 no larger than the
-# differences there is not shown by this run. The second launch also has a price these
-# GPU times leave out: the host builds two more descriptors and launches once more per
-# call, which a program that waits for each product pays. The comment shown above records
-# it for 3072^3 on an H100, and its ratios come from the run in which the rule was chosen:
-# the ones printed below are this recording's, and differ from them by about as much as
-# two sweeps of one run differ (see "How far apart" under "Performance"). (The host's times
-# under "The host's share" are for smaller products, which ``matmul`` keeps in one launch.)
-#
-# How the site times these calls, and what a recording holds: :doc:`/measuring`.
-
-
-def on_cold_copies(fn):
-    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
-
-
-def one_launch(a, b):  # matmul without the split
-    a, b, descriptors = kernel_inputs(a, b)
-    return product(a, b, descriptors, split=0)
-
-
-last_wave = bench.sweep("matmul, the last wave", [3072, 4096],
-                        {"matmul": on_cold_copies(matmul),
-                         "one launch": on_cold_copies(one_launch),
-                         "cuBLAS": on_cold_copies(matmul_reference)},
-                        lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
-                        unit="TFLOP/s", ceiling="gemm_fp16",
-                        xlabel="n (n x n x n, float16)", gpu_time=True)
-for run in last_wave:
-    for i, size in enumerate(run.xs):
-        cublas = run["cuBLAS"][i]
-        print(f"{run.gpu}, n = {size}: matmul {run['matmul'][i] / cublas:.2f}x cuBLAS, "
-              f"one launch {run['one launch'][i] / cublas:.2f}x")
-    gain, spread = (run["matmul"][i] / run["one launch"][i] - 1 for i in range(2))
-    print(f"{run.gpu}: the split {gain:+.1%} at n = {run.xs[0]}; the same code twice "
-          f"{spread:+.1%} at n = {run.xs[1]}")
+                  f"relative error {error:.1e}")
 
 # %%
 # What each step buys
 # -------------------
-# Steps 1 to 4, and cuBLAS (``a @ b``), on one square float16 product large enough to fill
-# the GPU with thousands of tiles, timed in the same run. Each kernel is compiled (and
-# steps 3 and 4 autotuned) before timing.
+# Steps 1 to 3, the package's ``matmul`` and cuBLAS (``a @ b``), on one square float16
+# product large enough to fill the GPU with thousands of tiles, timed in the same run. On
+# a Hopper GPU, ``matmul`` ("step 4 descriptors" below) is step 3 with its tiles read
+# through tensor descriptors, the next lesson's step 2. Each kernel is compiled (and
+# autotuned) before timing.
 
 ladder_n = 8192
 steps = {
@@ -601,32 +340,11 @@ for run in ladder:
               f"{run['step 4 descriptors'][0] / run['step 3 autotuned'][0]:.2f}")
 
 # %%
-# At this one size, with B stored by rows, step 4's lead over step 3 is a few percent to
-# about ten, and not the same on every GPU or in every recording (the last line per GPU;
-# the spread between two timings of the same calls is measured below, under "How far
-# apart"). What descriptors buy shows more plainly where B is stored by columns (next), and
-# on ragged and small products (``benchmarks/report.py``).
-
-# %%
-# The same product with B stored by columns (``b.t()`` of a square matrix, the layout of
-# ``x @ w.t()``), where step 3 reads B down its columns, against cuBLAS on the same
-# product:
-
-column_steps = {
-    "step 3 pointer loads": matmul_pointer_loads,
-    "step 4 descriptors": matmul,
-    "cuBLAS": matmul_reference,
-}
-column_ladder = bench.sweep(
-    "steps ladder, b by columns", [ladder_n],
-    {name: prepared(fn, b_by_columns=True) for name, fn in column_steps.items()},
-    lambda size, ms: tflop_per_s(2 * size**3, ms), label="n", unit="TFLOP/s",
-    ceiling="gemm_fp16", xlabel="n (float16, b stored by columns)")
-for run in column_ladder:
-    print(run.gpu)
-    for name in column_steps:
-        fraction = run[name][0] / run["cuBLAS"][0]
-        print(f"  {name:<20} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
+# At this one size, with B stored by rows, the last line per GPU is what the descriptors
+# of ``matmul`` ("step 4") add to step 3; it is not the same on every GPU or in every
+# recording. They buy more where B is stored by columns, which the next lesson,
+# :ref:`Matmul at full speed <sphx_glr_auto_examples_hopper_01_matmul_full_speed.py>`,
+# measures, and on ragged and small products (``benchmarks/report.py``).
 
 # %%
 # Performance
@@ -635,7 +353,7 @@ for run in column_ladder:
 # Each size is autotuned on its first call, before timing. These are the GPU's times, with
 # the host left out: each side's calls, on copies of the inputs too large together for the
 # L2 cache, are captured in one CUDA graph and replayed (``gpu_ms`` in
-# ``triton_guide/benchmark/timing.py``). The series "triton_guide" is ``matmul`` (step 4).
+# ``triton_guide/benchmark/timing.py``). The series "triton_guide" is ``matmul``.
 #
 # The ceiling drawn for each GPU is the ladder's cuBLAS call on 8192^3 float16 inputs,
 # timed the same way as the ladder (``median_ms``, on the same inputs every call), but
@@ -646,6 +364,11 @@ for run in column_ladder:
 # beside the ladder's cuBLAS.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
+
+
+
+def on_cold_copies(fn):
+    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
 
 
 results = bench.sweep("matmul, GPU time", sizes,
@@ -664,33 +387,6 @@ for run in results:
     ratios = "  ".join(f"{n}: {ours_rate / cublas_rate:.2f}" for n, ours_rate, cublas_rate
                        in zip(run.xs, run["triton_guide"], run["cuBLAS"]))
     print(f"{run.gpu}, ours / cuBLAS at each n:  {ratios}")
-
-# %%
-# How far apart are two timings of the same calls? This sweep and the one under "The last
-# wave" both time ``matmul`` and cuBLAS on the same sizes, 3072 and 4096, the same way and
-# in the same run. Their readings, side by side:
-
-widest_apart = {}  # per GPU: the widest gap between the two sweeps' cuBLAS readings
-for run in results:
-    wave = next((r for r in last_wave if r.slug == run.slug), None)
-    for size in (wave.xs if wave else []):
-        if size not in run.xs:
-            continue
-        i, j = wave.xs.index(size), run.xs.index(size)
-        cublas = (wave["cuBLAS"][i], run["cuBLAS"][j])
-        ours = (wave["matmul"][i] / cublas[0], run["triton_guide"][j] / cublas[1])
-        apart = max(cublas) / min(cublas) - 1
-        widest_apart[run.gpu] = max(apart, widest_apart.get(run.gpu, 0.0))
-        print(f"{run.gpu}, n = {size}: cuBLAS {cublas[0]:.1f} (the last wave) and "
-              f"{cublas[1]:.1f} TFLOP/s (this sweep), {apart:.1%} "
-              f"apart; matmul / cuBLAS {ours[0]:.2f} and {ours[1]:.2f}")
-
-# %%
-# The same calls, timed the same way in one run, read this far apart from one sweep to the
-# next, and the ratios move with them. That is the measurement's spread as much as the gap
-# between the two series that time the same code under "The last wave" is: take the
-# widest of them. A difference of ratio within it, between two sweeps or between
-# neighbouring sizes of one, is not meaningful.
 
 # %%
 # The host's share
@@ -777,12 +473,12 @@ for run in host:
         print(f"{run.gpu}, per call in a loop, at least:\n  " + "\n  ".join(floors))
 
 # %%
-# Set these beside the sweep's GPU-time ratios: at these sizes, a Python loop of ``matmul``
-# calls runs at the host-bound ratios just printed, not at the sweep's. Step 4 costs the host more than step 3,
-# mostly for two tensor descriptors to build, which Triton encodes for the TMA unit at
-# every call, and for the choice of kernel. A CUDA graph removes the host from the loop, as
-# the sweep above did; so does giving the GPU fewer, larger products.
-# ``benchmarks/launch_overhead.py`` breaks the host's time down.
+# Set these beside the sweep's GPU-time ratios: at these sizes, a Python loop of
+# ``matmul`` calls runs at the host-bound ratios just printed, not at the sweep's. Step 4
+# costs the host more than step 3, mostly for two tensor descriptors to build, which
+# Triton encodes for the TMA unit at every call, and for the choice of kernel. A CUDA
+# graph removes the host from the loop, as the sweep above did; so does giving the GPU
+# fewer, larger products. ``benchmarks/launch_overhead.py`` breaks the host's time down.
 #
 # One caution when reading any of these numbers: compare only timings taken the same way,
 # and side by side. This page times the 8192^3 float16 product two ways per GPU: the sweep
@@ -806,32 +502,29 @@ for run in results:
 # The ceiling is a third timing of cuBLAS, and of the same call as the ladder's: 8192^3
 # float16, timed the same way (``median_ms``), but once per process, before any other
 # kernel of the page has run; the ladder comes after minutes of sweeps. The two, side by
-# side, and beside the widest gap between the two sweeps above:
+# side:
 
 for step in ladder:
     if step.ceiling is None or "cuBLAS" not in step.series:
         continue
     beside, alone = step["cuBLAS"][0], step.ceiling.value
-    sweeps = widest_apart.get(step.gpu)
     print(f"{step.gpu}, cuBLAS on {ladder_n}^3 float16 in TFLOP/s: {beside:.1f} in the "
-          f"ladder, {alone:.1f} as the ceiling ({alone / beside - 1:+.1%})"
-          + (f"; the two sweeps at most {sweeps:.1%} apart" if sweeps is not None else ""))
+          f"ladder, {alone:.1f} as the ceiling ({alone / beside - 1:+.1%})")
 
 # %%
-# The same call, timed the same way, gave both numbers, and where the ceiling is far
-# above the ladder the gap is wider than any between the two sweeps. Those sweeps time
-# their calls in the middle of the run, minutes apart; the ceiling is timed before any of
-# the page's own kernels has run. The likely reason is the clock, which this page does
-# not record: a GPU starts a burst of work at a higher clock than it can hold under
-# sustained load, when its power and temperature limits pull the clock down. Readings taken side by side share the clock, so their
-# ratios do not carry the gap; readings taken apart can differ by this much. So this page
-# reads ours against the cuBLAS timed beside our kernel, and the ceiling only as a
+# The same call, timed the same way, gave both numbers, and they can lie far apart (the
+# percentage printed). The ladder times its calls after minutes of sweeps; the ceiling is
+# timed before any of the page's own kernels has run. The likely reason for a gap is the
+# clock, which this page does not record: a GPU starts a burst of
+# work at a higher clock than it can hold under sustained load, when its power and
+# temperature limits pull the clock down. Readings taken side by side share the clock, so
+# their ratios do not carry the gap; readings taken apart can differ by this much. So this
+# page reads ours against the cuBLAS timed beside our kernel, and the ceiling only as a
 # reference for scale.
 
 # %%
 # ``benchmarks/report.py`` compares the package with cuBLAS over many more shapes, in GPU
 # time and as called, with ratios of timings from one run.
-
 
 # %%
 # Takeaways
@@ -843,15 +536,10 @@ for step in ladder:
 #   holds, grouped order reads far fewer tiles, wherever those programs start.
 # * Let the autotuner pick tile sizes, and always compare with cuBLAS measured in the same
 #   run.
-# * Tensor descriptors (TMA) fetch whole tiles with no address arithmetic and no masks. They
-#   need rows on 16-byte boundaries, and a copy into padded rows can pay for itself. Measure both
-#   kernels on the same inputs before choosing between them.
-# * Count the waves: a last wave of a few tiles idles most SMs. Smaller tiles for those
-#   rows, launched second, can win it back where the wave is nearly empty, at the price of
-#   a second launch on the host; how much, against the spread between two timings of the
-#   same code, is printed under "The last wave".
 # * Below a few thousand rows, called from Python, the host's time per call, not the
 #   kernel, decides how ``matmul`` compares with cuBLAS.
+# * Aligned rows, tensor descriptors and the last wave are the next lesson,
+#   :ref:`Matmul at full speed <sphx_glr_auto_examples_hopper_01_matmul_full_speed.py>`.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
 # :func:`triton_guide.matmul_steps.matmul_row_major`,
@@ -860,5 +548,4 @@ for step in ladder:
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
 # :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`,
-# :func:`triton_guide.matmul.last_wave_split`, :func:`triton_guide.matmul.default_split`,
-# :func:`triton_guide.matmul.product`, :meth:`triton_guide.benchmark.Benchmark.ceilings`.
+# :meth:`triton_guide.benchmark.Benchmark.ceilings`.
