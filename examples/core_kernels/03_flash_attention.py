@@ -243,11 +243,6 @@ check_step(attention_online, "step 3 (one pass) ")
 #   (grouped-query attention: query head ``h`` reads key head ``h // group_size``), and
 #   fewer or more rows than the queries, as a decoding step with a cache of keys has.
 #
-# One step of the online softmax, shared by every kernel of the package that needs it:
-#
-# .. literalinclude:: /../triton_guide/attention_decode.py
-#    :pyobject: online_softmax_step
-#
 # A tile is one (batch, head)'s rows, read through a descriptor, and the loop over key
 # blocks is a helper called once per range of keys:
 #
@@ -258,11 +253,9 @@ check_step(attention_online, "step 3 (one pass) ")
 #    :pyobject: _forward_block_loop
 #
 # The kernel loads its query block once, runs that loop over three key ranges (the edges
-# that need masks, and the keys every row sees, which need none), and stores the normalised
-# output with each row's log-sum-exp in natural-log units, ``m * c * ln 2 + ln 2 *
-# log2(l)``, as ``online_attention`` above gives it. For the backward pass it also stores
-# the raw maximum ``m`` and ``log2(l)``, from which the backward recomputes each
-# probability as ``exp2((x - m) * c - log2(l))``:
+# that need masks, and the keys every row sees, which need none), and stores the output,
+# each row's log-sum-exp (natural log, as ``online_attention`` gives it) and, for the
+# backward pass, the raw maximum ``m`` and ``log2(l)``:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_forward_kernel
