@@ -8,7 +8,6 @@ Triton's launcher called with a kernel already compiled.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -17,20 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton_guide as tg  # noqa: E402
 from triton_guide import launch, validation  # noqa: E402
+from triton_guide.benchmark import host_us  # noqa: E402
 from triton_guide.vector_add import vector_add_kernel  # noqa: E402
-
-
-def host_us(fn, calls=300, repeats=5):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return sorted(times)[len(times) // 2]
 
 
 def main():
@@ -58,7 +45,7 @@ def main():
     }
     print(f"{torch.cuda.get_device_name()}: host time per call, us")
     for name, fn in pieces.items():
-        print(f"  {name:<40} {host_us(fn):7.2f}", flush=True)
+        print(f"  {name:<40} {host_us(fn, calls=300):7.2f}", flush=True)
 
 
 if __name__ == "__main__":

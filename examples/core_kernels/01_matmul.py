@@ -306,12 +306,10 @@ steps = {
 }
 
 
-def prepared(fn, b_by_columns=False):
+def prepared(fn):
     def prepare(size):
         a = torch.randn(size, size, device=device, dtype=torch.float16)
         b = torch.randn(size, size, device=device, dtype=torch.float16)
-        if b_by_columns:
-            b = b.t()
         fn(a, b)  # compile and autotune outside the timed region
         return lambda: fn(a, b)
     return prepare
