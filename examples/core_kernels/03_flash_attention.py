@@ -141,7 +141,8 @@ print(f"online softmax over the same tiles: relative error {online_error:.1e}")
 # The first rung of the ladder is the definition itself, which every later step is
 # checked against (in float64) and, on a GPU, timed next to.
 # :func:`~triton_guide.attention_reference` first repeats the key and value heads for
-# grouped-query attention; then it materialises the scores:
+# grouped-query attention; then it materialises the scores, masks them and takes the
+# softmax:
 #
 # .. literalinclude:: /../triton_guide/attention.py
 #    :pyobject: attention_reference
