@@ -99,8 +99,8 @@ for run in clocks:
         host, gpu = run["host"][ours], run["GPU"][ours]
         waits = ("the GPU waits for the host" if host > gpu
                  else "the host keeps ahead of the GPU")
-        print(f"{run.gpu}, n = {n:,}: vector_add / x + y: {ratios}; vector_add's host "
-              f"{host:.1f} us against GPU {gpu:.1f} us: {waits}")
+        print(f"{run.gpu}, n = {n:,}: vector_add / x + y: {ratios}; vector_add: host "
+              f"{host:.1f} us, GPU {gpu:.1f} us, so {waits}")
 
 # %%
 # Where a call's host time is above its GPU time, a loop of such calls runs at the
@@ -113,11 +113,11 @@ for run in clocks:
 #
 # See it in a trace
 # -----------------
-# A profiler shows the same thing as a timeline. Below, ``torch.profiler`` records only
-# the GPU's side of 50 calls (so it adds little to the host's work), and the trace is
+# A profiler shows the same thing as a timeline. Below, ``torch.profiler`` records the
+# GPU's side of 50 calls (the kernels, with their start and end times), and the trace is
 # summarised as two numbers: how long each kernel ran, and how far apart the kernels
 # started. When the second is the larger, the GPU sat idle in between, waiting for the
-# next launch.
+# next launch. (The profiler's own bookkeeping can lengthen the intervals a little.)
 
 
 def trace(fn, calls=50):
