@@ -56,8 +56,8 @@ print(f"vector_add matches x + y: {torch.equal(vector_add(x, y), x + y)}")
 #
 # * **host time** (``host_us``): the wall time of 200 calls back to back, per call. A
 #   launch returns once the kernel is queued, so this is the host's work alone;
-# * **GPU time** (``gpu_ms``): the calls captured in a CUDA graph and replayed, so that
-#   no kernel waits for Python; the kernel's work alone;
+# * **GPU time** (``gpu_ms``): calls on copies of the inputs, captured in a CUDA graph
+#   and replayed, so that no kernel waits for Python; the kernel's work alone;
 # * **as called** (``median_ms``, Triton's ``do_bench``): one call at a time, the L2
 #   cache cleared before each. Clearing writes 256 MiB, and the host prepares the next
 #   call meanwhile, so a host time shorter than the clearing does not show.
@@ -108,7 +108,7 @@ for run in clocks:
 # GPU ratio at the small size. Where the GPU time is the larger, the host's work hides
 # behind the kernels already queued. The third clock shows a host time only when it
 # outlasts the cache clearing, whose length differs from GPU to GPU: a sweep timed that
-# way (the other pages' plots) can look host-bound at its smallest sizes on one GPU and
+# way (the plots of other pages) can look host-bound at its smallest sizes on one GPU and
 # not on another.
 #
 # See it in a trace
@@ -139,15 +139,15 @@ def trace(fn, calls=50):
 # Both ops at the small size; per GPU, the share of the loop the GPU spent idle:
 
 
-def traced(index):
-    def prepare(name):
-        fn = vector_add if name == "vector_add" else operator.add
-        return lambda: trace(functools.partial(fn, *pair(SMALL)))[index]
-    return prepare
+@functools.cache  # one trace per op gives both numbers
+def small_trace(name):
+    return trace(functools.partial(vector_add if name == "vector_add" else operator.add,
+                                   *pair(SMALL)))
 
 
 timeline = bench.measure("a profiler trace", ["x + y", "vector_add"],
-                         {"kernel": traced(0), "start to start": traced(1)},
+                         {"kernel": lambda name: lambda: small_trace(name)[0],
+                          "start to start": lambda name: lambda: small_trace(name)[1]},
                          label="call", unit="us")
 for run in timeline:
     idle = ", ".join(f"{name} {1 - run['kernel'][i] / run['start to start'][i]:.0%}"
@@ -217,7 +217,7 @@ for run in paths:
     us = dict(zip(run.xs, run["host per call"]))
     print(f"{run.gpu}: checks, allocation and path choice "
           f"{us['vector_add'] - us['fast_launch']:.1f} us; Triton's binding, key and lookup "
-          f"{us['kernel[grid]'] - us['compiled.run']:.1f} us, the cached key's "
+          f"{us['kernel[grid]'] - us['compiled.run']:.1f} us, fast_launch's own "
           f"{us['fast_launch'] - us['compiled.run']:.1f} us; compiled.run alone "
           f"{us['compiled.run'] / us['x + y']:.2f}x the whole of x + y")
 
