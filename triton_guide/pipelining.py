@@ -247,3 +247,61 @@ def short_error(error: BaseException) -> str:
     if "/" in first or len(first) > 100:
         return type(error).__name__
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def check_variants(launch, inputs: tuple, reference: torch.Tensor, rtol: float,
+                   variants: dict[str, dict], stages: list[int]) -> dict[str, dict]:
+    """Launch ``launch(*inputs, num_stages=s, **knobs)`` for every variant (name -> knobs)
+    and stage count ``s``, and compare each result with ``reference``.
+
+    Returns ``{name: {s: outcome}}``, an outcome being ``{"error": relative error, **facts}``
+    (:func:`compiler_facts`, none under the interpreter) or ``{"failure": what was raised}``
+    (:func:`short_error`) where this Triton and GPU could not compile or run the knobs. A
+    wrong result raises an AssertionError (:func:`~triton_guide.testing.assert_close`)."""
+    from .testing import assert_close
+
+    outcomes: dict[str, dict] = {}
+    for name, knobs in variants.items():
+        outcomes[name] = {}
+        for num_stages in stages:
+            try:
+                result, compiled = launch(*inputs, num_stages=num_stages, **knobs)
+            except (ValueError, TypeError):
+                raise  # a mistake in the knobs themselves, not the compiler's refusal
+            except Exception as error:  # CompilationError, OutOfResources, RuntimeError, ...
+                outcomes[name][num_stages] = {"failure": short_error(error)}
+                continue
+            error = assert_close(result, reference, rtol=rtol, name=f"{name}, {num_stages} stages")
+            outcomes[name][num_stages] = {"error": error, **(compiler_facts(compiled) or {})}
+    return outcomes
+
+
+def print_outcomes(outcomes: dict[str, dict]) -> None:
+    """One row per variant, one column per stage count: the relative error, and on a GPU the
+    shared memory the compiler allocated and whether it split the loop into warp partitions
+    ("ws"); or the type of what was raised."""
+    stages = list(next(iter(outcomes.values())))
+    print(f"{'num_stages':<27}" + "".join(f"{s:>10}" for s in stages))
+    for name, row in outcomes.items():
+        cells = []
+        for outcome in row.values():
+            if "failure" in outcome:
+                cells.append(outcome["failure"].split(":")[0])
+            elif "shared_bytes" in outcome:
+                ws = " ws" if outcome["warp_specialized"] else ""
+                cells.append(f"{outcome['shared_bytes'] / 1024:.0f} KiB{ws}")
+            else:
+                cells.append(f"{outcome['error']:.1e}")
+        print(f"{name:<27}" + "".join(f"{cell:>10}" for cell in cells))
+    errors = [o["error"] for row in outcomes.values() for o in row.values() if "error" in o]
+    if errors:
+        print(f"  {len(errors)} launches matched float64; the worst relative error {max(errors):.1e}")
+    failures = {o["failure"] for row in outcomes.values() for o in row.values() if "failure" in o}
+    for failure in sorted(failures):
+        print(f"  raised: {failure}")
+
+
+def runnable(outcomes: dict[str, dict]) -> list[str]:
+    """The variants that compiled, ran and matched the reference at every stage count."""
+    return [name for name, row in outcomes.items()
+            if all("failure" not in outcome for outcome in row.values())]
