@@ -53,7 +53,9 @@ def test_matmul_matches_float64(knobs, shape, dtype, device, check):
     m, n, k = shape
     a = torch.randn(m, k, device=device, dtype=dtype)
     b = torch.randn(k, n, device=device, dtype=dtype)
-    got = run_or_skip(lambda: matmul_pipelined(a, b, tile=TILE, **knobs))
+    # float32 tiles take twice the shared memory: smaller ones keep four stages in 227 KiB.
+    tile = (64, 64, 32) if dtype == torch.float32 and not interpreting() else TILE
+    got = run_or_skip(lambda: matmul_pipelined(a, b, tile=tile, **knobs))
     check("matmul pipelined", got, matmul_reference(a.double(), b.double()),
           rtol=tolerance(dtype, tensor_cores=True))
 

@@ -31,7 +31,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .attention_decode import new_outputs, online_softmax_step, qk_scale_of, store_rows
-from .attention_tiles import tma_layout
+from .attention_tiles import descriptor, tma_layout
 from .matmul import check_pair, row_aligned, tile_of_program
 from .matmul_steps import store_tile
 from .precision import dot_input_precision
@@ -187,10 +187,10 @@ def launch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     sm_scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
     batch, heads, num_queries, _ = q.shape
     out, lse, stats = new_outputs(q)
-    q_desc, k_desc, v_desc = (
-        TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, head_dim])
-        for t, rows in ((tma_layout(q), block_m), (tma_layout(k), block_n),
-                        (tma_layout(v), block_n)))
+    # Descriptors as the package's attention makes them (tma_layout copies a layout TMA
+    # cannot read; head_dim, a power of two of at least 16, needs no padding).
+    q_desc, k_desc, v_desc = (descriptor(tma_layout(t), rows, head_dim)
+                              for t, rows in ((q, block_m), (k, block_n), (v, block_n)))
     grid = (triton.cdiv(num_queries, block_m), batch * heads)
     compiled = attention_pipelined_kernel[grid](
         q_desc, k_desc, v_desc, out, lse, stats[0], stats[1], heads, num_queries,

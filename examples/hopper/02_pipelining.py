@@ -41,7 +41,7 @@ device = runtime.device()
 # ---------------------
 # The kernel is the lesson's: one program per 128 x 128 tile of c, a loop over K that
 # multiplies a 128 x 64 tile of a by a 64 x 128 tile of b, here fetched through tensor
-# descriptors (:doc:`the previous page <01_matmul_full_speed>`):
+# descriptors (:ref:`the previous page <sphx_glr_auto_examples_hopper_01_matmul_full_speed.py>`):
 #
 # .. literalinclude:: /../triton_guide/pipelining.py
 #    :pyobject: matmul_pipelined_kernel
@@ -174,39 +174,33 @@ attention_outcomes = check_variants(
 print_outcomes(attention_outcomes)
 
 # %%
+# What each knob buys on attention
+# --------------------------------
 # Timed at 4 x 32 heads x 4096 x 128 in float16, the flash attention lesson's size, beside
 # ``scaled_dot_product_attention`` on its cuDNN backend, each call as a program makes it.
 
 batch, heads, seq, head_dim = 4, 32, 4096, 128
 
 
-def random_qkv():
-    return [torch.randn(batch, heads, seq, head_dim, device=device, dtype=torch.float16)
-            for _ in range(3)]
-
-
-def ours_attention(knobs):
+def prepared(call):  # given the stage count, a compiled call on fresh inputs
     def prepare(stages):
-        q, k, v = random_qkv()
-        launch_attention(q, k, v, num_stages=stages, **knobs)  # compile outside the timing
-        return lambda: launch_attention(q, k, v, num_stages=stages, **knobs)
+        q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device,
+                               dtype=torch.float16) for _ in range(3))
+        call(q, k, v, stages)  # compile outside the timed region
+        return lambda: call(q, k, v, stages)
     return prepare
 
 
-def cudnn_call(q, k, v):
+def cudnn(q, k, v, stages):
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         return F.scaled_dot_product_attention(q, k, v)
 
 
-def cudnn(stages):
-    q, k, v = random_qkv()
-    cudnn_call(q, k, v)
-    return lambda: cudnn_call(q, k, v)
-
-
-timed = {name: ours_attention(attention_variants[name]) for name in runnable(attention_outcomes)}
+timed = {name: prepared(lambda q, k, v, stages, knobs=attention_variants[name]:
+                        launch_attention(q, k, v, num_stages=stages, **knobs))
+         for name in runnable(attention_outcomes)}
 attention_runs = bench.sweep(
-    "attention by stages", ATTENTION_STAGES, {**timed, "SDPA cuDNN": cudnn},
+    "attention by stages", ATTENTION_STAGES, {**timed, "SDPA cuDNN": prepared(cudnn)},
     lambda stages, ms: tflop_per_s(4 * batch * heads * seq**2 * head_dim, ms),
     label="num_stages", unit="TFLOP/s", ceiling="gemm_fp16",
     xlabel="num_stages (4 x 32 x 4096 x 128, float16)", logx=False)
