@@ -53,17 +53,22 @@ device = runtime.device()
 #   compiler issues the copies ``s - 1`` iterations ahead, into ``s`` buffers in shared
 #   memory, so the wait of one iteration overlaps the products of the ones before.
 # * ``num_warps``: the warps (32 threads each) that share one program's tile. Four warps,
-#   one *warpgroup*, issue Hopper's ``wgmma`` over the whole 128 x 128 tile; eight split it
-#   into two halves, with twice the registers for the same accumulator.
+#   one *warpgroup*, issue Hopper's ``wgmma`` over the whole 128 x 128 tile; eight form two
+#   warpgroups of 64 rows each, so each thread holds half as much of the accumulator.
 # * ``warp_specialize`` (on ``tl.range``): asks the compiler to hand the copies to warps of
 #   their own, which run ahead of the warps that multiply. Triton's documentation of
 #   ``tl.range`` says it supports this on Blackwell GPUs, for simple matmul loops; on Hopper
 #   the compiler has a separate pass for it. This page tries, and prints what happened.
 #
 # Each stage holds one tile of a and one of b. What that costs, from the tile sizes alone
-# (an H100 and an H200 have 228 KiB of shared memory per SM, at most 227 for one program):
+# (an H100 and an H200 have 228 KiB of shared memory per SM, at most 227 for one program;
+# on a GPU build the page asks the GPU):
 
-per_sm, per_program = 228 * 1024, 227 * 1024
+per_sm, per_program = 228 * 1024, 227 * 1024  # NVIDIA's Hopper tuning guide
+if device.type == "cuda":  # this GPU's own
+    properties = torch.cuda.get_device_properties(device)
+    per_sm = properties.shared_memory_per_multiprocessor
+    per_program = properties.shared_memory_per_block_optin
 block_m, block_n, block_k = MATMUL_TILE
 matmul_stage = stage_bytes([(block_m, block_k), (block_k, block_n)], 2)  # float16
 attn_m, attn_n = ATTENTION_TILE
@@ -71,12 +76,14 @@ attention_q = stage_bytes([(attn_m, 128)], 2)  # q, loaded once, head_dim 128
 attention_stage = stage_bytes([(attn_n, 128), (attn_n, 128)], 2)  # a k and a v tile
 print(f"matmul: {matmul_stage // 1024} KiB a stage; attention: {attention_q // 1024} KiB of "
       f"q and {attention_stage // 1024} KiB a stage")
-print("stages            " + "".join(f"{s:>5}" for s in range(1, 9)))
+print("programs per SM, by stages " + "".join(f"{s:>5}" for s in range(1, 9)))
+alone = {}  # where an SM holds a single program, and where none
 for name, fixed, stage in (("matmul", 0, matmul_stage),
                            ("attention", attention_q, attention_stage)):
     fits = [programs_per_sm(fixed + s * stage, per_sm, per_program) for s in range(1, 9)]
-    print(f"{name:<18}" + "".join(f"{n:>5}" for n in fits) + "  programs per SM; one "
-          f"from {fits.index(1) + 1} stages on, none from {fits.index(0) + 1}")
+    print(f"{name:<27}" + "".join(f"{n:>5}" for n in fits))
+    alone[name] = f"{name}: one from {fits.index(1) + 1} stages on, none from {fits.index(0) + 1}"
+print("; ".join(alone.values()))
 
 # %%
 # Zero programs: the stages do not fit, and the launch fails. Where an SM holds one
