@@ -51,14 +51,16 @@ device = runtime.device()
 # * ``num_stages``: with 1, each iteration asks for its tiles and waits for them, hundreds
 #   of cycles in which the tensor cores idle, before multiplying. With ``s`` stages the
 #   compiler issues the copies ``s - 1`` iterations ahead, into ``s`` buffers in shared
-#   memory, so the wait of one iteration overlaps the products of the ones before.
+#   memory (the check below prints what the compiler allocated), so the wait of one
+#   iteration overlaps the products of the ones before.
 # * ``num_warps``: the warps (32 threads each) that share one program's tile. Four warps,
 #   one *warpgroup*, issue Hopper's ``wgmma`` over the whole 128 x 128 tile; eight form two
 #   warpgroups of 64 rows each, so each thread holds half as much of the accumulator.
 # * ``warp_specialize`` (on ``tl.range``): asks the compiler to hand the copies to warps of
 #   their own, which run ahead of the warps that multiply. Triton's documentation of
-#   ``tl.range`` says it supports this on Blackwell GPUs, for simple matmul loops; on Hopper
-#   the compiler has a separate pass for it. This page tries, and prints what happened.
+#   ``tl.range`` says that only Blackwell GPUs support it, and only on simple matmul loops;
+#   its compiler also has a pass for it on Hopper. This page tries, and prints what the
+#   compiler made of it.
 #
 # Each stage holds one tile of a and one of b. What that costs, from the tile sizes alone
 # (an H100 and an H200 have 228 KiB of shared memory per SM, at most 227 for one program;
@@ -218,7 +220,11 @@ attention_best = best_and_worst(attention_runs, "SDPA cuDNN")
 # %%
 # Takeaways
 # ---------
-# From what this page printed above, per GPU:
+# How to read the plots: where one stage is far below two, the copies' latency was exposed
+# and a second buffer hid it; where the line flattens, the copies already arrive before
+# they are needed and more buffers add nothing. At the stage count where an SM comes down
+# to one program, a drop means the second program had been hiding waits too; no drop, that
+# the stages hide them alone. From what this page printed above, per GPU:
 
 for kernel, found in (("matmul", matmul_best), ("attention", attention_best)):
     alone = single_from[kernel]  # the stage count from which an SM holds one program
