@@ -12,8 +12,9 @@ from triton.runtime.errors import OutOfResources
 from conftest import FLOAT_DTYPES
 from triton_guide import attention_reference, matmul_reference
 from triton_guide.pipelining import (ATTENTION_TILE, MATMUL_TILE, attention_pipelined,
-                                     compiler_facts, launch_matmul, matmul_pipelined,
-                                     programs_per_sm, short_error, stage_bytes)
+                                     check_variants, compiler_facts, launch_matmul,
+                                     matmul_pipelined, print_outcomes, programs_per_sm,
+                                     runnable, short_error, stage_bytes)
 from triton_guide.runtime import interpreting
 from triton_guide.testing import tolerance
 
@@ -150,3 +151,32 @@ def test_short_error_leaves_out_paths():
     assert short_error(RuntimeError("PassManager::run failed")) == (
         "RuntimeError: PassManager::run failed")
     assert short_error(RuntimeError("/home/x/kernel.py:12: bad")) == "RuntimeError"
+
+
+def test_check_variants_reports_each_launch(device, capsys):
+    a = torch.randn(40, 33, device=device, dtype=torch.float16)
+    b = torch.randn(33, 20, device=device, dtype=torch.float16)
+    variants = {"4 warps": dict(num_warps=4, tile=TILE), "8 warps": dict(num_warps=8, tile=TILE)}
+    outcomes = run_or_skip(lambda: check_variants(
+        launch_matmul, (a, b), matmul_reference(a.double(), b.double()),
+        tolerance(torch.float16, tensor_cores=True), variants, [1, 2]))
+    assert {name: sorted(row) for name, row in outcomes.items()} == {
+        "4 warps": [1, 2], "8 warps": [1, 2]}
+    assert all(outcome["error"] < tolerance(torch.float16, tensor_cores=True)
+               for row in outcomes.values() for outcome in row.values())
+    print_outcomes(outcomes)
+    assert "4 launches matched float64" in capsys.readouterr().out
+
+
+def test_check_variants_raises_on_a_wrong_result(device):
+    a = torch.randn(40, 33, device=device)
+    b = torch.randn(33, 20, device=device)
+    with pytest.raises(AssertionError, match="4 warps, 1 stages"):
+        check_variants(launch_matmul, (a, b), matmul_reference(a.double(), b.double()) + 1,
+                       1e-3, {"4 warps": dict(num_warps=4, tile=TILE)}, [1])
+
+
+def test_runnable_leaves_out_variants_that_failed_anywhere():
+    outcomes = {"fine": {1: {"error": 1e-4}, 2: {"error": 1e-4}},
+                "refused at 2": {1: {"error": 1e-4}, 2: {"failure": "OutOfResources"}}}
+    assert runnable(outcomes) == ["fine"]

@@ -35,6 +35,8 @@ from .attention_tiles import descriptor, tma_layout
 from .matmul import check_pair, row_aligned, tile_of_program
 from .matmul_steps import store_tile
 from .precision import dot_input_precision
+from .runtime import interpreting
+from .testing import assert_close
 from .validation import check_bool, check_int, check_same_dtype, check_tensor
 
 # The tiles this page's knobs are measured on: the matmul's (BLOCK_SIZE_M, _N, _K), one
@@ -256,19 +258,18 @@ def check_variants(launch, inputs: tuple, reference: torch.Tensor, rtol: float,
 
     Returns ``{name: {s: outcome}}``, an outcome being ``{"error": relative error, **facts}``
     (:func:`compiler_facts`, none under the interpreter) or ``{"failure": what was raised}``
-    (:func:`short_error`) where this Triton and GPU could not compile or run the knobs. A
-    wrong result raises an AssertionError (:func:`~triton_guide.testing.assert_close`)."""
-    from .testing import assert_close
-
+    (:func:`short_error`) where this Triton and GPU could not compile or run the knobs
+    (under the interpreter, which compiles nothing, anything raised propagates). A wrong
+    result raises an AssertionError (:func:`~triton_guide.testing.assert_close`)."""
     outcomes: dict[str, dict] = {}
     for name, knobs in variants.items():
         outcomes[name] = {}
         for num_stages in stages:
             try:
                 result, compiled = launch(*inputs, num_stages=num_stages, **knobs)
-            except (ValueError, TypeError):
-                raise  # a mistake in the knobs themselves, not the compiler's refusal
             except Exception as error:  # CompilationError, OutOfResources, RuntimeError, ...
+                if interpreting():  # which compiles nothing: any error is a mistake
+                    raise
                 outcomes[name][num_stages] = {"failure": short_error(error)}
                 continue
             error = assert_close(result, reference, rtol=rtol, name=f"{name}, {num_stages} stages")
