@@ -85,8 +85,8 @@ def occupancy(registers: int, shared: int, num_warps: int, sm: SMLimits = HOPPER
     warp_registers = _round_up(registers * sm.warp_size, sm.register_unit)
     limits = {
         "registers": (sm.registers // warp_registers) // num_warps,
-        "shared": (sm.shared // (_round_up(shared, sm.shared_unit) + sm.reserved_shared)
-                   if shared else sm.programs),
+        # the reserved kilobyte counts for programs without shared memory too
+        "shared": sm.shared // (_round_up(shared, sm.shared_unit) + sm.reserved_shared),
         "threads": sm.threads // (num_warps * sm.warp_size),
         "programs": sm.programs,
     }
@@ -115,7 +115,7 @@ NAMED = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async.cg", "
          "st.global.v2", "st.global", "ld.shared", "st.shared", "ex2.approx", "shfl.sync",
          "bar.sync", "mbarrier.try_wait", "ld.local", "st.local")
 
-_LABEL = re.compile(r"^\s*(\$?[\w.$]+):\s*$")
+_LABEL = re.compile(r"^\s*(\$?[\w.$]+):\s*(?://.*)?$")  # a comment may follow
 _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w.$]+);")
 
 
@@ -178,14 +178,16 @@ def instruction_counts(lines: list[str]) -> Counter:
     return Counter(name for name in map(named, map(opcode, lines)) if name)
 
 
-def excerpt(lines: list[str], most: int = 8) -> list[str]:
-    """A few lines of ``lines``: the first instruction of each named kind, in order."""
+def excerpt(lines: list[str], most: int = 8, width: int = 100) -> list[str]:
+    """A few lines of ``lines``: the first instruction of each named kind, in order, each
+    cut to ``width`` characters (a tensor-core instruction lists a hundred registers)."""
     seen, shown = set(), []
     for line in lines:
         name = named(opcode(line))
         if name and name not in seen:
             seen.add(name)
-            shown.append(line.strip())
+            text = " ".join(line.split())
+            shown.append(text if len(text) <= width else text[:width - 4] + " ...")
     return shown[:most]
 
 
@@ -216,14 +218,17 @@ class Compiled:
         return inner_loop(self.ptx)
 
 
-def summary(results: list[Compiled], sm: SMLimits = HOPPER) -> str:
-    """One line per compiled kernel: warps, stages, registers per thread, spills, shared
-    memory, and the programs that fit on one of ``sm``'s SMs with what limits them."""
-    rows = [f"{'kernel':<38}{'warps':>6}{'stages':>7}{'regs':>6}{'spills':>7}"
+def summary(results: dict[str, Compiled] | list[Compiled], sm: SMLimits = HOPPER) -> str:
+    """One line per compiled kernel (named by its key, for a dict): warps, stages,
+    registers per thread, spills, shared memory, and the programs that fit on one of
+    ``sm``'s SMs with what limits them."""
+    named = results.items() if isinstance(results, dict) else [(r.kernel, r) for r in results]
+    width = max(len(name) for name, _ in named) + 2
+    rows = [f"{'kernel':<{width}}{'warps':>5}{'stages':>7}{'regs':>5}{'spills':>7}"
             f"{'shared KiB':>11}  programs/SM (limited by)"]
-    for r in results:
+    for name, r in named:
         fit = r.occupancy(sm)
-        rows.append(f"{r.kernel:<38}{r.num_warps:>6}{r.num_stages:>7}{r.registers:>6}"
+        rows.append(f"{name:<{width}}{r.num_warps:>5}{r.num_stages:>7}{r.registers:>5}"
                     f"{r.spills:>7}{r.shared / 1024:>11.1f}  {fit.programs} ({fit.limited_by})")
     return "\n".join(rows)
 
