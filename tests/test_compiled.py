@@ -24,18 +24,19 @@ def test_hopper_limits():
 @pytest.mark.parametrize("registers, shared, warps, programs, limited_by", [
     # 40 x 32 = 1280 registers a warp (a multiple of 256); 65536 // 1280 = 51 warps -> 12
     # programs of 4 warps; threads allow 2048 // 128 = 16
-    (40, 0, 4, 12, "registers"),
+    (40, 0, 4, 12, ["registers"]),
     # 255 x 32 = 8160, rounded up to 8192 a warp: 8 warps, one program of 8
-    (255, 0, 8, 1, "registers"),
+    (255, 0, 8, 1, ["registers"]),
     # 16 x 32 = 512 a warp: 128 warps by registers, 64 programs of one warp by threads,
     # but at most 32 programs
-    (16, 0, 1, 32, "programs"),
+    (16, 0, 1, 32, ["programs"]),
     # 24 registers: 768 a warp, 85 warps -> 10 programs of 8 warps; threads allow 8
-    (24, 0, 8, 8, "threads"),
+    (24, 0, 8, 8, ["threads"]),
     # 100 KiB + 1 KiB reserved = 103424 bytes a program: 233472 // 103424 = 2
-    (32, 100 * 1024, 4, 2, "shared"),
-    # 1000 bytes round up to 1024, + 1024 reserved: 233472 // 2048 = 114, so threads limit
-    (32, 1000, 4, 16, "registers"),
+    (32, 100 * 1024, 4, 2, ["shared"]),
+    # 1000 bytes round up to 1024, + 1024 reserved: 233472 // 2048 = 114; 32 registers give
+    # 64 warps, 16 programs of 4, and threads allow 16 too: a tie
+    (32, 1000, 4, 16, ["registers", "threads"]),
 ])
 def test_occupancy_on_known_inputs(registers, shared, warps, programs, limited_by):
     fit = occupancy(registers, shared, warps)
@@ -72,8 +73,23 @@ def test_parse_resource_usage():
 
 
 def test_spills_count_local_words_as_triton_does():
-    result = compiled.Compiled("k", "sm_90a", 4, 3, 255, 48, 0, {}, "")
+    result = compiled.Compiled("k", "sm_90a", 4, 3, 255, 48, 0, {}, "", "")
     assert result.spills == 12  # Triton's n_spills: local memory bytes / 4
+
+
+SASS = """
+        /*0180*/              @!P0 LDG.E.128 R16, desc[UR4][R2.64] ;             /* 0x0000000402108981 */
+        /*0190*/                   STL.64 [R1+0x10], R4 ;                        /* 0x0000100401007387 */
+        /*01a0*/                   HGMMA.64x256x16.F32 R24, gdesc[UR8], RZ ;     /* 0x00000000081879f0 */
+        /*01b0*/              @P1  LDL.LU R5, [R1+0x10] ;                        /* 0x0000100001058983 */
+        /*01c0*/                   STL [R1+0x18], R6 ;                           /* 0x0000180601007387 */
+"""
+
+
+def test_sass_opcodes_and_spill_traffic():
+    assert compiled.sass_opcodes(SASS) == ["LDG.E.128", "STL.64", "HGMMA.64x256x16.F32",
+                                           "LDL.LU", "STL"]
+    assert compiled.spill_instructions(SASS) == {"STL": 2, "LDL": 1}
 
 
 @pytest.mark.parametrize("line, name", [

@@ -64,10 +64,10 @@ class Occupancy:
     warps: int  # resident warps: programs * warps per program
 
     @property
-    def limited_by(self) -> str:
-        """The resource that allows the fewest programs (the first of a tie, in the order
-        registers, shared, threads, programs)."""
-        return min(self.limits, key=lambda name: self.limits[name])
+    def limited_by(self) -> list[str]:
+        """The resources that allow no more than :attr:`programs` (several where they tie),
+        in the order registers, shared, threads, programs."""
+        return [name for name, allowed in self.limits.items() if allowed == self.programs]
 
 
 def _round_up(value: int, unit: int) -> int:
@@ -191,6 +191,21 @@ def excerpt(lines: list[str], most: int = 8, width: int = 100) -> list[str]:
     return shown[:most]
 
 
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)")
+
+
+def sass_opcodes(sass: str) -> list[str]:
+    """The opcodes of ``cuobjdump -sass`` output, in order (``LDG.E.128``, ``HGMMA...``)."""
+    return _SASS_LINE.findall(sass)
+
+
+def spill_instructions(sass: str) -> Counter:
+    """Stores to and loads from local memory in the machine code (``STL``, ``LDL``): the
+    traffic of spilled registers."""
+    return Counter(op.split(".")[0] for op in sass_opcodes(sass)
+                   if op.startswith(("STL", "LDL")))
+
+
 @dataclasses.dataclass
 class Compiled:
     """The numbers of one compiled kernel (from :func:`compile_for`)."""
@@ -200,10 +215,12 @@ class Compiled:
     num_warps: int
     num_stages: int
     registers: int  # per thread
-    local_bytes: int  # local memory per thread: where spilled registers go
+    local_bytes: int  # local memory per thread: its stack frame, where ptxas puts the
+    # registers it spills, and any local arrays (cuobjdump's STACK plus LOCAL)
     shared: int  # bytes per program (Triton's dynamic shared memory plus any static)
     constexprs: dict
     ptx: str
+    sass: str  # the machine code, as ``cuobjdump -sass`` prints it
 
     @property
     def spills(self) -> int:
@@ -229,7 +246,7 @@ def summary(results: dict[str, Compiled] | list[Compiled], sm: SMLimits = HOPPER
     for name, r in named:
         fit = r.occupancy(sm)
         rows.append(f"{name:<{width}}{r.num_warps:>5}{r.num_stages:>7}{r.registers:>5}"
-                    f"{r.spills:>7}{r.shared / 1024:>11.1f}  {fit.programs} ({fit.limited_by})")
+                    f"{r.spills:>7}{r.shared / 1024:>11.1f}  {fit.programs} ({', '.join(fit.limited_by)})")
     return "\n".join(rows)
 
 
@@ -421,16 +438,18 @@ def _compile_one(spec: dict, capability: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         cubin = Path(folder) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
-        text = subprocess.run([_tool("cuobjdump"), "-res-usage", str(cubin)],
-                              capture_output=True, text=True, check=True).stdout
+        text, sass = (subprocess.run([_tool("cuobjdump"), option, str(cubin)],
+                                     capture_output=True, text=True, check=True).stdout
+                      for option in ("-res-usage", "-sass"))
     (usage,) = parse_resource_usage(text).values()
     metadata = compiled.metadata
     return {"kernel": spec["name"], "target": f"sm_{capability}a" if capability >= 90 else f"sm_{capability}",
             "num_warps": metadata.num_warps, "num_stages": metadata.num_stages,
-            "registers": usage["REG"], "local_bytes": usage.get("LOCAL", 0),
+            "registers": usage["REG"],
+            "local_bytes": usage.get("STACK", 0) + usage.get("LOCAL", 0),
             "shared": metadata.shared + usage.get("SHARED", 0),
             "constexprs": {k: v["value"] for k, v in spec["kwargs"].items() if "value" in v},
-            "ptx": compiled.asm["ptx"]}
+            "ptx": compiled.asm["ptx"], "sass": sass}
 
 
 def gpu_compiled(launch: Launch) -> dict:

@@ -107,17 +107,36 @@ for name in ["layer norm", "layer norm backward", "matmul"]:
     r = results[name]
     fit = r.occupancy()
     warp_registers = -(-r.registers * 32 // sm.register_unit) * sm.register_unit
-    print(f"{name}: {r.registers} registers x 32 threads -> {warp_registers} per warp; "
-          f"{sm.registers} // {warp_registers} = {sm.registers // warp_registers} warps, "
-          f"{r.num_warps} a program -> {fit.limits['registers']} programs by registers")
-    print(f"  {r.shared} bytes of shared memory -> {fit.limits['shared']} by shared memory; "
-          f"{r.num_warps * 32} threads -> {fit.limits['threads']} by threads: "
-          f"{fit.programs} per SM, {fit.warps} warps of {sm.threads // 32}")
+    print(f"{name}: {r.registers} registers x 32 threads -> {warp_registers} a warp; "
+          f"{sm.registers} // {warp_registers} = {sm.registers // warp_registers} warps; "
+          f"{r.num_warps} warps a program: registers allow {fit.limits['registers']}")
+    print(f"  {r.shared} bytes of shared memory allow {fit.limits['shared']}, "
+          f"{r.num_warps * 32} threads allow {fit.limits['threads']}: {fit.programs} per SM, "
+          f"{fit.warps} of its {sm.threads // 32} warps")
+
+# %%
+# What a spill looks like
+# -----------------------
+# A thread has at most 255 registers. When a kernel needs more, ptxas keeps some values in
+# local memory (off the chip, cached), storing them with ``STL`` and loading them back
+# with ``LDL``; Triton's ``kernel.n_spills`` counts the 4-byte words each thread keeps
+# there. The same attention tile on twice the warps gives each thread half the rows to
+# hold.
 spilling = [name for name, r in results.items() if r.spills]
-most = max(results, key=lambda name: results[name].registers)
-print(f"\nkernels that spill registers to local memory: {', '.join(spilling) or 'none'}")
-print(f"most registers: {most}, {results[most].registers} per thread "
-      "(255 is the most a thread can address)")
+print(f"kernels that spill: {', '.join(spilling) or 'none'}")
+forward = launches["attention"]
+variants = {warps: forward.with_config(triton.Config(
+    {key: forward.kwargs[key] for key in ("BLOCK_M", "BLOCK_N")},
+    num_stages=forward.kwargs["num_stages"], num_warps=warps)) for warps in (4, 8)}
+for warps, r in zip(variants, compiled.compile_for(list(variants.values()))):
+    traffic = compiled.spill_instructions(r.sass)
+    print(f"attention {r.constexprs['BLOCK_M']}x{r.constexprs['BLOCK_N']} on {warps} warps: "
+          f"{r.registers} registers, {r.spills} words spilled, {traffic['STL']} STL and "
+          f"{traffic['LDL']} LDL in its machine code; per SM: {r.occupancy().programs} "
+          f"program(s), {r.occupancy().warps} warps")
+    stores = [line.split("*/")[1].split("/*")[0].strip() for line in r.sass.splitlines()
+              if " STL" in line]
+    print("  " + (stores[0] if stores else "no STL"))
 
 # %%
 # The inner loops
@@ -143,10 +162,11 @@ if runtime.interpreting():
     print("No GPU in this build: the numbers above are the compiler's for sm_90, "
           "not read from a GPU.")
 else:
-    print(f"{torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
+    major, minor = torch.cuda.get_device_capability()
+    print(f"{torch.cuda.get_device_name()} (sm_{major}{minor})")
     for name, launch in launches.items():
         gpu, ours = compiled.gpu_compiled(launch), results[name]
         same = (gpu["registers"], gpu["spills"], gpu["shared"]) == (
             ours.registers, ours.spills, ours.shared)
-        print(f"{name:<28} registers {gpu['registers']:>3}, spills {gpu['spills']}, "
+        print(f"{name:<28} registers {gpu['registers']:>3}, spills {gpu['spills']:>3}, "
               f"shared {gpu['shared']:>6}: {'the same' if same else 'DIFFERENT'}")
