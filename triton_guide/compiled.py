@@ -336,12 +336,24 @@ def _intercepted(record):
         launch.enabled = enabled
 
 
-def record_launches(call, *args, **kwargs) -> list[Launch]:
+def record_launches(call, *args, backward: bool = False, **kwargs) -> list[Launch]:
     """The kernel launches ``call(*args, **kwargs)`` makes, recorded and not run (the
-    outputs it returns are left unwritten)."""
+    outputs it returns are left unwritten); with ``backward``, also those of the backward
+    pass from its output (the first, for several), given a gradient of its shape."""
     launches = []
     with _intercepted(lambda kernel, a, kw: launches.append(Launch(kernel, a, dict(kw)))):
-        call(*args, **kwargs)
+        out = call(*args, **kwargs)
+        if backward:
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            out.backward(torch.empty_like(out))
+    return launches
+
+
+def record_kernels(call, *args, backward: bool = False, **kwargs) -> dict[str, Launch]:
+    """:func:`record_launches`, as {kernel name: its first launch}."""
+    launches = {}
+    for launch in record_launches(call, *args, backward=backward, **kwargs):
+        launches.setdefault(launch.name, launch)
     return launches
 
 

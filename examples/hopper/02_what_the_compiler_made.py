@@ -11,7 +11,8 @@ You will learn:
 
 * what limits how many programs an SM runs at once (registers, shared memory, threads),
   and how to work it out from three numbers of the compiled kernel;
-* which kernels are held back by registers and which by shared memory;
+* which resource holds each kernel back, and what a register spill looks like in the
+  machine code;
 * how to spot the Hopper instructions in a kernel's PTX: ``wgmma.mma_async`` (tensor-core
   products that run while the warp goes on), ``cp.async.bulk.tensor`` (TMA copies of
   whole tiles), and the wide ``ld.global.v4`` loads of the memory-bound kernels.
@@ -40,32 +41,33 @@ from triton_guide.attention_tiles import TUNED
 from triton_guide.matmul import WAVE_TILE
 
 
-def forward_backward(op, *args, **kwargs):
-    out = op(*args, **kwargs)
-    out.backward(torch.empty_like(out))
-
-
 def empty(*shape, dtype=torch.float16, grad=False):
     return torch.empty(shape, dtype=dtype, device=runtime.device(), requires_grad=grad)
 
 
 x, w = empty(4096, 4096, grad=True), empty(4096, grad=True)
 q = empty(4, 16, 4096, 128, grad=True)  # batch, heads, sequence, head_dim
-record = compiled.record_launches
+logits, labels = empty(4096, 32000, grad=True), torch.zeros(4096, dtype=torch.long, device=x.device)
+
+# %%
+# Each op called once, forward and, where it is differentiable, backward:
+kernels = compiled.record_kernels
+norm = kernels(tg.layer_norm, x, w, w, backward=True)
+attention = kernels(tg.attention, q, q, q, causal=True, backward=True)
 launches = {
-    "vector add": record(tg.vector_add, empty(2**24), empty(2**24))[0],
-    "softmax": record(tg.softmax, empty(4096, 4096, dtype=torch.float32))[0],
-    "matmul": record(tg.matmul, empty(4096, 4096), empty(4096, 4096))[0],
-    "cross-entropy": record(forward_backward, tg.cross_entropy, empty(4096, 32000, grad=True),
-                            torch.zeros(4096, dtype=torch.long, device=runtime.device()))[1],
-    "rms norm": record(tg.rms_norm, x, w)[0],
+    "vector add": kernels(tg.vector_add, empty(2**24), empty(2**24))["vector_add_kernel"],
+    "softmax": kernels(tg.softmax, empty(4096, 4096, dtype=torch.float32))["softmax_kernel"],
+    "matmul": kernels(tg.matmul, empty(4096, 4096), empty(4096, 4096))["matmul_tma_kernel"],
+    "cross-entropy": kernels(tg.cross_entropy, logits, labels,
+                             backward=True)["cross_entropy_forward_kernel"],
+    "rms norm": kernels(tg.rms_norm, x, w)["norm_forward_kernel"],
+    "layer norm": norm["norm_forward_kernel"],
+    "layer norm backward": norm["norm_backward_kernel"],
+    "attention": attention["attention_forward_kernel"],
+    "attention backward: delta": attention["attention_backward_preprocess_kernel"],
+    "attention backward: dk, dv": attention["attention_backward_dkdv_kernel"],
+    "attention backward: dq": attention["attention_backward_dq_kernel"],
 }
-launches["layer norm"], launches["layer norm backward"] = record(
-    forward_backward, tg.layer_norm, x, w, w)[:2]
-attention = record(forward_backward, tg.attention, q, q, q, causal=True)
-for name, launch in zip(["attention", "attention backward: delta", "attention backward: dk, dv",
-                         "attention backward: dq"], attention):
-    launches[name] = launch
 for name, launch in launches.items():
     print(f"{name:<28} {launch.name}")
 
