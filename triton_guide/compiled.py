@@ -44,6 +44,7 @@ class SMLimits:
     shared: int  # bytes of shared memory per SM that programs may use
     shared_per_program: int  # the most bytes one program may ask for
     reserved_shared: int  # bytes the system reserves per resident program
+    thread_registers: int = 255  # the most registers one thread may have
     register_unit: int = 256  # registers are given to a warp in multiples of this
     shared_unit: int = 128  # shared memory is given to a program in multiples of this
     warp_size: int = 32
@@ -217,7 +218,7 @@ class Compiled:
     registers: int  # per thread
     local_bytes: int  # local memory per thread: its stack frame, where ptxas puts the
     # registers it spills, and any local arrays (cuobjdump's STACK plus LOCAL)
-    shared: int  # bytes per program (Triton's dynamic shared memory plus any static)
+    shared: int  # bytes per program that Triton asks for at launch (``metadata.shared``)
     constexprs: dict
     ptx: str
     sass: str  # the machine code, as ``cuobjdump -sass`` prints it
@@ -250,10 +251,11 @@ def summary(results: dict[str, Compiled] | list[Compiled], sm: SMLimits = HOPPER
     return "\n".join(rows)
 
 
-def loop_summary(result: Compiled) -> str:
-    """The named instructions of ``result``'s inner loop, most frequent first."""
+def loop_summary(result: Compiled, most: int | None = None) -> str:
+    """The named instructions of ``result``'s inner loop, most frequent first (the
+    ``most`` most frequent kinds, if given)."""
     counts = instruction_counts(result.loop())
-    return ", ".join(f"{name} x{count}" for name, count in counts.most_common())
+    return ", ".join(f"{name} x{count}" for name, count in counts.most_common(most))
 
 
 # --- recording the launches an op makes --------------------------------------------------
@@ -459,7 +461,9 @@ def _compile_one(spec: dict, capability: int) -> dict:
             "num_warps": metadata.num_warps, "num_stages": metadata.num_stages,
             "registers": usage["REG"],
             "local_bytes": usage.get("STACK", 0) + usage.get("LOCAL", 0),
-            "shared": metadata.shared + usage.get("SHARED", 0),
+            # cuobjdump's SHARED is the kilobyte sm_90 reserves per program (a section the
+            # binary holds once it uses shared memory), which occupancy() adds itself
+            "shared": metadata.shared,
             "constexprs": {k: v["value"] for k, v in spec["kwargs"].items() if "value" in v},
             "ptx": compiled.asm["ptx"], "sass": sass}
 

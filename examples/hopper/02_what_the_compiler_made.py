@@ -79,15 +79,15 @@ for name, launch in launches.items():
 # (64 at head_dim 128; it takes 16 under the interpreter, to run quickly).
 # :func:`~triton_guide.compiled.compile_for` compiles each launch in a separate process,
 # the way Triton's JIT would for these arguments, and reads the binary with ``cuobjdump``.
-block_m, block_n, group, stages, warps = WAVE_TILE[0], WAVE_TILE[1], WAVE_TILE[3], *WAVE_TILE[4:]
+m, n, k, group, stages, warps = WAVE_TILE
 launches["matmul"] = launches["matmul"].with_config(triton.Config(
-    dict(BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=WAVE_TILE[2],
-         GROUP_SIZE_M=group), num_stages=stages, num_warps=warps))
+    dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, GROUP_SIZE_M=group),
+    num_stages=stages, num_warps=warps))
 for name, table in [("attention", "forward"), ("attention backward: dk, dv", "dkdv"),
                     ("attention backward: dq", "dq")]:
-    block_m, block_n, stages, warps = TUNED[table][128][0]
+    m, n, stages, warps = TUNED[table][128][0]
     launches[name] = launches[name].with_config(triton.Config(
-        dict(BLOCK_M=block_m, BLOCK_N=block_n), num_stages=stages, num_warps=warps))
+        dict(BLOCK_M=m, BLOCK_N=n), num_stages=stages, num_warps=warps))
 launches["attention backward: delta"] = launches["attention backward: delta"].replaced(BLOCK_M=64)
 results = dict(zip(launches, compiled.compile_for(list(launches.values()), capability=90)))
 print(f"compiled for {results['matmul'].target} by triton {triton.__version__}\n")
@@ -104,22 +104,22 @@ print(compiled.summary(results))
 # copies and products, the memory-bound ones with many warps in flight.
 sm = compiled.HOPPER
 print(f"{sm.name}: {sm.registers} registers, {sm.threads} threads, {sm.programs} programs "
-      f"and {sm.shared // 1024} KiB of shared memory per SM\n")
+      f"and {sm.shared // 1024} KiB of shared memory per SM; at most {sm.thread_registers} "
+      "registers per thread\n")
 for name in ["layer norm", "layer norm backward", "matmul"]:
     r = results[name]
     fit = r.occupancy()
     warp_registers = -(-r.registers * 32 // sm.register_unit) * sm.register_unit
-    print(f"{name}: {r.registers} registers x 32 threads -> {warp_registers} a warp; "
-          f"{sm.registers} // {warp_registers} = {sm.registers // warp_registers} warps; "
-          f"{r.num_warps} warps a program: registers allow {fit.limits['registers']}")
-    print(f"  {r.shared} bytes of shared memory allow {fit.limits['shared']}, "
-          f"{r.num_warps * 32} threads allow {fit.limits['threads']}: {fit.programs} per SM, "
-          f"{fit.warps} of its {sm.threads // 32} warps")
+    print(f"{name}: {r.registers} registers x 32 threads = {warp_registers} a warp, "
+          f"{sm.registers // warp_registers} warps, {r.num_warps} a program")
+    print(f"  registers allow {fit.limits['registers']}, {r.shared} bytes of shared memory "
+          f"{fit.limits['shared']}, {r.num_warps * 32} threads {fit.limits['threads']}: "
+          f"{fit.programs} per SM, {fit.warps} of its {sm.threads // 32} warps")
 
 # %%
 # What a spill looks like
 # -----------------------
-# A thread has at most 255 registers. When a kernel needs more, ptxas keeps some values in
+# When a thread needs more registers than it may have, ptxas keeps some values in
 # local memory (off the chip, cached), storing them with ``STL`` and loading them back
 # with ``LDL``; Triton's ``kernel.n_spills`` counts the 4-byte words each thread keeps
 # there. The same attention tile on twice the warps gives each thread half the rows to
@@ -133,9 +133,9 @@ variants = {warps: forward.with_config(triton.Config(
 for warps, r in zip(variants, compiled.compile_for(list(variants.values()))):
     traffic = compiled.spill_instructions(r.sass)
     print(f"attention {r.constexprs['BLOCK_M']}x{r.constexprs['BLOCK_N']} on {warps} warps: "
-          f"{r.registers} registers, {r.spills} words spilled, {traffic['STL']} STL and "
-          f"{traffic['LDL']} LDL in its machine code; per SM: {r.occupancy().programs} "
-          f"program(s), {r.occupancy().warps} warps")
+          f"{r.registers} registers, {r.spills} words spilled, {traffic['STL']} STL, "
+          f"{traffic['LDL']} LDL; {r.occupancy().programs} program(s), "
+          f"{r.occupancy().warps} warps per SM")
     stores = [line.split("*/")[1].split("/*")[0].strip() for line in r.sass.splitlines()
               if " STL" in line]
     print("  " + (stores[0] if stores else "no STL"))
@@ -149,7 +149,7 @@ for warps, r in zip(variants, compiled.compile_for(list(variants.values()))):
 # matmul and attention loops are tensor-core products (``wgmma.mma_async``) fed by TMA
 # copies (``cp.async.bulk.tensor``), each waited for on an ``mbarrier``.
 for name, r in results.items():
-    print(f"{name:<28} {compiled.loop_summary(r)}")
+    print(f"{name:<28} {compiled.loop_summary(r, most=5)}")
 for name in ["vector add", "matmul"]:
     print(f"\n{name}, one line of each named instruction of its loop:")
     print("\n".join("  " + line for line in compiled.excerpt(results[name].loop(), most=6)))
