@@ -83,7 +83,8 @@ def main() -> int:
     for warps, (launch, ours) in zip(page["variants"], zip(
             page["variants"].values(), compiled.compile_for(list(page["variants"].values())))):
         rows.append(compare(f"attention on {warps} warps", launch, ours, compiled))
-    print(f"\n{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
+    print(f"\n{torch.cuda.get_device_name()}, triton {triton.__version__}, "
+          f"torch {torch.__version__}")
     print(f"{'kernel':<28}{'regs cpu/gpu':>14}{'spills cpu/gpu':>16}{'shared cpu/gpu':>18}  same")
     for row in rows:
         o, g = row["ours"], row["gpu"]

@@ -105,7 +105,8 @@ def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
     "LOCAL": .., ...}} (bytes, except REG: registers per thread)."""
     usage = {}
     for name, fields in _RESOURCE_LINE.findall(text):
-        usage[name] = {key: int(value) for key, value in re.findall(r"([A-Z_]+)(?:\[\d+\])?:(\d+)", fields)}
+        pairs = re.findall(r"([A-Z_]+)(?:\[\d+\])?:(\d+)", fields)  # CONSTANT[0]:576 too
+        usage[name] = {key: int(value) for key, value in pairs}
     return usage
 
 
@@ -243,11 +244,11 @@ def summary(results: dict[str, Compiled] | list[Compiled], sm: SMLimits = HOPPER
     named = results.items() if isinstance(results, dict) else [(r.kernel, r) for r in results]
     width = max(len(name) for name, _ in named) + 2
     rows = [f"{'kernel':<{width}}{'warps':>5}{'stages':>7}{'regs':>5}{'spills':>7}"
-            f"{'shared KiB':>11}  programs/SM (limited by)"]
+            f"{'shared B':>9}  programs/SM (limited by)"]
     for name, r in named:
         fit = r.occupancy(sm)
         rows.append(f"{name:<{width}}{r.num_warps:>5}{r.num_stages:>7}{r.registers:>5}"
-                    f"{r.spills:>7}{r.shared / 1024:>11.1f}  {fit.programs} ({', '.join(fit.limited_by)})")
+                    f"{r.spills:>7}{r.shared:>9}  {fit.programs} ({', '.join(fit.limited_by)})")
     return "\n".join(rows)
 
 
@@ -387,7 +388,8 @@ def launch_spec(launch: Launch) -> dict:
             "kwargs": {k: _value_spec(v) for k, v in launch.kwargs.items()}}
 
 
-def compile_for(launches: list[Launch], capability: int = 90, timeout: float = 600) -> list[Compiled]:
+def compile_for(launches: list[Launch], capability: int = 90,
+                timeout: float = 600) -> list[Compiled]:
     """Compile each launch for a GPU of compute ``capability`` (90: sm_90, an H100 or H200),
     in a new Python process whose kernels are Triton's compiled functions even without a
     GPU (``TRITON_GUIDE_COMPILE_ONLY``); nothing is launched."""
@@ -457,7 +459,10 @@ def _compile_one(spec: dict, capability: int) -> dict:
                       for option in ("-res-usage", "-sass"))
     (usage,) = parse_resource_usage(text).values()
     metadata = compiled.metadata
-    return {"kernel": spec["name"], "target": f"sm_{capability}a" if capability >= 90 else f"sm_{capability}",
+    ptx = compiled.asm["ptx"]
+    # the PTX's own .target line: sm_90a (the architecture-specific set, wgmma and TMA) for 9.0
+    target = re.search(r"^\s*\.target\s+(\w+)", ptx, re.MULTILINE).group(1)
+    return {"kernel": spec["name"], "target": target,
             "num_warps": metadata.num_warps, "num_stages": metadata.num_stages,
             "registers": usage["REG"],
             "local_bytes": usage.get("STACK", 0) + usage.get("LOCAL", 0),
@@ -465,7 +470,7 @@ def _compile_one(spec: dict, capability: int) -> dict:
             # binary holds once it uses shared memory), which occupancy() adds itself
             "shared": metadata.shared,
             "constexprs": {k: v["value"] for k, v in spec["kwargs"].items() if "value" in v},
-            "ptx": compiled.asm["ptx"], "sass": sass}
+            "ptx": ptx, "sass": sass}
 
 
 def gpu_compiled(launch: Launch) -> dict:
