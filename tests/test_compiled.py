@@ -177,3 +177,10 @@ def test_cpu_compiled_numbers_match_the_gpu():
     gpu = compiled.gpu_compiled(launch)
     assert (gpu["registers"], gpu["spills"], gpu["shared"]) == (
         ours.registers, ours.spills, ours.shared)
+
+
+def test_loop_summary_names_the_kinds_asked_for():
+    result = compiled.Compiled("k", "sm_90a", 4, 3, 32, 0, 0, {}, PTX_WITH_LOOP, "")
+    assert compiled.loop_summary(result) == (
+        "wgmma.mma_async x2, cp.async.bulk.tensor x1, mbarrier.try_wait x1")
+    assert compiled.loop_summary(result, ("wgmma.mma_async",)) == "wgmma.mma_async x2"

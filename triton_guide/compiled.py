@@ -252,11 +252,12 @@ def summary(results: dict[str, Compiled] | list[Compiled], sm: SMLimits = HOPPER
     return "\n".join(rows)
 
 
-def loop_summary(result: Compiled, most: int | None = None) -> str:
-    """The named instructions of ``result``'s inner loop, most frequent first (the
-    ``most`` most frequent kinds, if given)."""
+def loop_summary(result: Compiled, kinds: tuple[str, ...] = NAMED) -> str:
+    """The instructions of ``kinds`` (entries of :data:`NAMED`) in ``result``'s inner loop,
+    most frequent first."""
     counts = instruction_counts(result.loop())
-    return ", ".join(f"{name} x{count}" for name, count in counts.most_common(most))
+    return ", ".join(f"{name} x{count}" for name, count in counts.most_common()
+                     if name in kinds)
 
 
 # --- recording the launches an op makes --------------------------------------------------

@@ -148,8 +148,11 @@ for warps, r in zip(variants, compiled.compile_for(list(variants.values()))):
 # thread per load (``ld.global.v4``) and reduce across a warp with ``shfl.sync``; the
 # matmul and attention loops are tensor-core products (``wgmma.mma_async``) fed by TMA
 # copies (``cp.async.bulk.tensor``), each waited for on an ``mbarrier``.
+# ``cp.async.ca`` is the older asynchronous copy, thread by thread from pointers.
+kinds = ("wgmma.mma_async", "cp.async.bulk.tensor", "cp.async.ca", "mbarrier.try_wait",
+         "ld.global.v4", "ld.global", "shfl.sync", "ex2.approx")
 for name, r in results.items():
-    print(f"{name:<28} {compiled.loop_summary(r, most=5)}")
+    print(f"{name:<28} {compiled.loop_summary(r, kinds)}")
 for name in ["vector add", "matmul"]:
     print(f"\n{name}, one line of each named instruction of its loop:")
     print("\n".join("  " + line for line in compiled.excerpt(results[name].loop(), most=6)))
