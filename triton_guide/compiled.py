@@ -395,9 +395,8 @@ def compile_for(launches: list[Launch], capability: int = 90,
     in a new Python process whose kernels are Triton's compiled functions even without a
     GPU (``TRITON_GUIDE_COMPILE_ONLY``); nothing is launched."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env.update(TRITON_GUIDE_COMPILE_ONLY="1",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                           env.get("PYTHONPATH", "")]))
+    paths = [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+    env.update(TRITON_GUIDE_COMPILE_ONLY="1", PYTHONPATH=os.pathsep.join(filter(None, paths)))
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said aloud (3.9 warns)
     request = json.dumps({"capability": capability, "launches": [launch_spec(l) for l in launches]})
     done = subprocess.run([sys.executable, "-m", "triton_guide.compiled"], input=request,
