@@ -3,7 +3,7 @@ with what the GPU's own compiled kernels say (``n_regs``, ``n_spills``,
 ``metadata.shared``), for every kernel of the "What the compiler made" page; and report
 which configuration the autotuners pick here for the page's autotuned kernels.
 
-Runs the page (examples/hopper/02_what_the_compiler_made.py), which records the launches
+Runs the page (examples/hopper/03_what_the_compiler_made.py), which records the launches
 and compiles them in a separate process, then compiles each launch on the GPU through
 Triton's JIT. Needs a CUDA GPU. About a minute on an H100 (the autotuning is most of it).
 
@@ -24,7 +24,7 @@ import torch
 import triton
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "examples" / "hopper" / "02_what_the_compiler_made.py"
+PAGE = ROOT / "examples" / "hopper" / "03_what_the_compiler_made.py"
 
 
 def compare(name, launch, ours, compiled) -> dict:
