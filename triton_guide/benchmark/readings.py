@@ -138,3 +138,14 @@ def first_call_ms(fn: Callable[[], object]) -> float:
         fn()
         torch.cuda.synchronize()
         return (time.perf_counter() - start) * 1e3
+
+
+def on_cold_copies(prepare: Callable[[object], Callable[[], object]],
+                   work: Callable[[object], float]) -> Callable[[object], list]:
+    """A ``gpu_time=True`` sweep variant made from a host-timed one: given x, ``prepare(x)``
+    called as many times as it takes for the calls' inputs, ``work(x)`` bytes each, to
+    overrun the L2 cache together (:func:`~triton_guide.benchmark.copies_for_cold_cache`),
+    so that each call of the replayed list starts with its inputs in HBM."""
+    from .timing import copies_for_cold_cache
+
+    return lambda x: [prepare(x) for _ in range(copies_for_cold_cache(work(x)))]
