@@ -362,17 +362,16 @@ for run in cost:
 # the best below is its pick. As GB/s:
 
 
-def autotune_rate(num_warps):  # given BLOCK_SIZE, autotune's timing of it, as GB/s
-    def read(block_size):
+def autotune_rate(num_warps):  # given BLOCK_SIZE, a reading of autotune's timing of it
+    def timing_of(block_size):
         timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
-        ms = next((ms for config, ms in timings.items() if (config.kwargs["BLOCK_SIZE"],
-                   config.num_warps) == (block_size, num_warps)), None)
-        if ms is None:
-            raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
-                              f"{num_warps} warps")
-        # [median, 20th, 80th percentile], or a bare median
-        return lambda: gb_per_s(2 * 4 * TIMED_N, ms[0] if isinstance(ms, list) else ms)
-    return read
+        for config, ms in timings.items():
+            if (config.kwargs["BLOCK_SIZE"], config.num_warps) == (block_size, num_warps):
+                # [median, 20th, 80th percentile] in ms, or a bare median
+                return gb_per_s(2 * 4 * TIMED_N, ms[0] if isinstance(ms, list) else ms)
+        raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
+                          f"{num_warps} warps")
+    return lambda block_size: functools.partial(timing_of, block_size)
 
 
 tuned = bench.measure(
