@@ -73,10 +73,8 @@ for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
 #    :pyobject: store_tile
 #
 # The kernel numbers its programs row by row: program ``i`` computes tile row
-# ``i // num_pid_n``, tile column ``i % num_pid_n``. One tile shape is fixed for every
-# problem: ``FIXED_TILE`` in ``triton_guide/matmul_steps.py`` on a GPU, and the smaller
-# ``INTERPRETER_TILE`` under the interpreter, which runs each tile in numpy (the tile this
-# build uses is printed below):
+# ``i // num_pid_n``, tile column ``i % num_pid_n``, with one tile shape for every problem
+# (``FIXED_TILE`` on a GPU, the smaller ``INTERPRETER_TILE`` under the interpreter):
 #
 # .. literalinclude:: /../triton_guide/matmul_steps.py
 #    :pyobject: matmul_row_major_kernel
@@ -163,8 +161,6 @@ for ax, (name, mapping) in zip(axes, orders.items()):
 
 ladder_tiles, ladder_group = 8192 // 128, 8
 wide_orders = [program_tiles(ladder_tiles, ladder_tiles, g) for g in (1, ladder_group)]
-print(f"{ladder_tiles} x {ladder_tiles} tiles of C, GROUP_SIZE_M = {ladder_group}: a group is "
-      f"{ladder_group * ladder_tiles} programs")
 for window in (132, 264):
     reads = [[sum(tiles_read(mapping[start:], window)) for start in
               range(len(mapping) - window + 1)] for mapping in wide_orders]
@@ -356,7 +352,7 @@ for run in host:
 # Takeaways
 # ---------
 # * One program, one output tile; a loop over K; ``tl.dot`` into a float32 accumulator.
-# * Mask along K (zeros add nothing); wrap or mask along M and N and mask the store.
+#   Mask along K (zeros add nothing); wrap or mask along M and N and mask the store.
 # * Program order decides cache reuse; grouping is one small jit function. On a grid many
 #   tiles wider than ``GROUP_SIZE_M``, with fewer programs running together than a group
 #   holds, grouped order reads far fewer tiles, wherever those programs start.

@@ -29,14 +29,8 @@ import triton
 from triton_guide import runtime
 from triton_guide.benchmark import (Benchmark, first_call_ms, gb_per_s, median_ms,
                                     print_best_and_worst, print_ratios)
-from triton_guide.copy import (
-    AUTOTUNE_BLOCK_SIZES,
-    AUTOTUNE_NUM_WARPS,
-    copy,
-    copy_autotuned_kernel,
-    copy_kernel,
-    copy_matrix,
-)
+from triton_guide.copy import (AUTOTUNE_BLOCK_SIZES, AUTOTUNE_NUM_WARPS, copy,
+                               copy_autotuned_kernel, copy_kernel, copy_matrix)
 from triton_guide.debugging import compile_kernels
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
