@@ -104,3 +104,26 @@ def test_peak_memory_counts_what_the_call_allocates():
     measure = benchmark.peak_memory(
         lambda mib: lambda: torch.empty(mib * 2**20, dtype=torch.uint8, device="cuda"))(64)
     assert measure() == pytest.approx(64 / 1024, rel=0.05)
+
+
+def test_call_floors_take_the_longer_of_host_and_kernel_time(capsys):
+    # n = 10: 2000 FLOPs at 1e-3 TFLOP/s is 2 us on the GPU; n = 100: 2e6 FLOPs, 2000 us.
+    kernels = synthetic({"Synthetic A100": {"ours": [1e-3, 1e-3], "lib": [2e-3, 1e-3]}},
+                        xs=[10, 100], unit="TFLOP/s")
+    host = benchmark.Results("host", label="n", xlabel="n", unit="us per call", logx=True,
+                             runs=[benchmark.Run(
+                                 gpu="Synthetic A100", slug="synthetic-a100", live=False,
+                                 provenance="", xs=[10, 100, 1000], unit="us per call",
+                                 series={"ours, host": [50.0, 60.0, 70.0],
+                                         "lib, host": [10.0, 10.0, 10.0]}, ceiling=None)])
+    floors = benchmark.print_call_floors(host, kernels, ours=("ours, host", "ours"),
+                                         theirs=("lib, host", "lib"), work=lambda n: 2 * n**3)
+    assert floors["Synthetic A100"][10] == pytest.approx((50.0, 2.0, 50.0, 10.0))
+    assert floors["Synthetic A100"][100] == pytest.approx((60.0, 2000.0, 2000.0, 2000.0))
+    assert 1000 not in floors["Synthetic A100"]  # no GPU time at that size
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, ours, host:",
+        "  n = 10: host 50 us, kernel 2.0 us; a call at least 50 us against lib, host's 10: "
+        "0.20x its speed",
+        "  n = 100: host 60 us, kernel 2000.0 us; a call at least 2000 us against lib, "
+        "host's 2000: 1.00x its speed"]

@@ -26,7 +26,7 @@ import torch
 
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
-                                    print_share_of, tflop_per_s)
+                                    print_call_floors, print_share_of, tflop_per_s)
 from triton_guide.matmul import matmul_kernel
 from triton_guide.matmul_steps import (FIXED_TILE, INTERPRETER_TILE, matmul_grouped,
                                        matmul_pointer_loads, matmul_row_major,
@@ -325,20 +325,10 @@ host = bench.measure("matmul, host time per call", host_sizes,
 
 # %%
 # A call takes at least the longer of its host time and its kernel's GPU time (from the
-# sweep above). That floor, for ``matmul`` (step 4) and for cuBLAS, at each size:
+# sweep above). That floor, for ``matmul`` (step 4) against cuBLAS's, at each size:
 
-for run in host:
-    gpu = next((r for r in results if r.slug == run.slug), None)
-    lines = []
-    for i, n in enumerate(run.xs if gpu else []):
-        if n in gpu.xs:
-            kernel = {name: 2 * n**3 / gpu[name][gpu.xs.index(n)] / 1e6 for name in gpu.series}
-            ours = max(run["step 4 descriptors"][i], kernel["triton_guide"])
-            theirs = max(run["cuBLAS"][i], kernel["cuBLAS"])
-            lines.append(f"n = {n}: host {run['step 4 descriptors'][i]:.0f} us, kernel "
-                         f"{kernel['triton_guide']:.1f} us; a call at least {ours:.0f} us "
-                         f"against cuBLAS's {theirs:.0f}: {theirs / ours:.2f}x its speed")
-    print(f"{run.gpu}:\n  " + "\n  ".join(lines or ["no GPU-time sweep to set beside"]))
+floors = print_call_floors(host, results, ours=("step 4 descriptors", "triton_guide"),
+                           theirs=("cuBLAS", "cuBLAS"), work=lambda n: 2 * n**3)
 
 # %%
 # Wherever the host's time is the longer, a program that calls ``matmul`` in a loop runs

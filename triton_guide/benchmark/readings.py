@@ -86,6 +86,38 @@ def print_in_units(results, unit: str, size_of: Callable[[object], float]
     return found
 
 
+def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, str],
+                      work: Callable[[object], float]) -> dict[str, dict]:
+    """Print, for each GPU and each x that both benchmarks have, the least time one call
+    can take when a program calls it in a loop: the longer of its host time (``host``, a
+    :meth:`~triton_guide.benchmark.Benchmark.measure` in microseconds per call) and its
+    kernel's GPU time (worked back from the rates of ``kernels``, a ``gpu_time`` sweep, and
+    ``work(x)``, one call's bytes or FLOPs), for ``ours`` and ``theirs``, each a pair
+    ``(variant in host, variant in kernels)``; and ours at what speed of theirs that
+    floor puts it. Return ``{gpu: {x: (host_us, kernel_us, floor_us, their_floor_us)}}``
+    for ours."""
+    found = {}
+    for run in host:
+        gpu = next((r for r in kernels if r.slug == run.slug), None)
+        found[run.gpu], lines = {}, []
+        for i, x in enumerate(run.xs):
+            if gpu is None or x not in gpu.xs:
+                continue
+            j = gpu.xs.index(x)
+            kernel = {side: gpu.us_per_call(name, work)[j]
+                      for side, (_, name) in (("ours", ours), ("theirs", theirs))}
+            floor = max(run[ours[0]][i], kernel["ours"])
+            their_floor = max(run[theirs[0]][i], kernel["theirs"])
+            found[run.gpu][x] = (run[ours[0]][i], kernel["ours"], floor, their_floor)
+            lines.append(f"{host.label} = {x:,}: host {run[ours[0]][i]:.0f} us, "
+                         f"kernel {kernel['ours']:.1f} us; a call at least {floor:.0f} us "
+                         f"against {theirs[0]}'s {their_floor:.0f}: "
+                         f"{their_floor / floor:.2f}x its speed")
+        print(f"{run.gpu}, {ours[0]}:\n  " + "\n  ".join(
+            lines or ["no GPU-time recording of this GPU to set beside"]))
+    return found
+
+
 # -- measurements that are not timings -------------------------------------------------
 
 
