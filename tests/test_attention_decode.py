@@ -51,7 +51,8 @@ def main_path_forward(q, k, v, causal, sm_scale, window):
 
 
 # (heads, kv_heads, num_queries, num_keys, num_splits): one query, several, GQA 4:1, MQA,
-# more splits than blocks of keys, a split count that leaves the last split short.
+# more splits than blocks of keys, a split count that leaves the last split short, one
+# split (stored by the split kernel, no combine).
 CASES = [
     (2, 2, 1, 77, 3), (8, 2, 1, 130, 4), (4, 1, 3, 61, 2), (4, 2, 16, 45, 5),
     (2, 1, 5, 40, 7), (2, 2, 2, 300, 1),
@@ -64,6 +65,14 @@ def test_split_keys_match_float64(case, causal, device, check):
     heads, kv_heads, num_queries, num_keys, splits = case
     q, k, v = qkv(1, heads, kv_heads, num_queries, num_keys, 32, device)
     check_decode(q, k, v, check, causal=causal, num_splits=splits)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_more_splits_than_the_combine_merges_at_once(causal, device, check):
+    # Head dim 256 in float32: the combine merges 16 splits per step; 300 keys in 19
+    # splits of 16 take two steps, the second with 3 of its 16 present.
+    q, k, v = qkv(1, 4, 2, 1, 300, 256, device)
+    check_decode(q, k, v, check, causal=causal, num_splits=20)
 
 
 @pytest.mark.parametrize("window", [1, 7, 50])

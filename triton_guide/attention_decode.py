@@ -129,7 +129,8 @@ def _partials(partial_ptr, num_programs, BLOCK_R: tl.constexpr, BLOCK_D: tl.cons
 @triton.jit
 def attention_decode_split_kernel(
     q_ptr, k_ptr, v_ptr,  # q (batch, heads, num_queries, HEAD_DIM), k, v (batch, kv_heads, num_keys, HEAD_DIM)
-    partial_ptr,  # float32: see _partials
+    partial_ptr,  # float32: see _partials (unused where FINAL)
+    out_ptr, lse_ptr, max_ptr, log2sum_ptr,  # written here where FINAL: see store_rows
     q_stride_b, q_stride_h, q_stride_m,  # strides in elements; the last dimension's is 1
     k_stride_b, k_stride_h, k_stride_n,
     v_stride_b, v_stride_h, v_stride_n,
@@ -139,6 +140,7 @@ def attention_decode_split_kernel(
     BLOCK_R: tl.constexpr,  # group_size * num_queries rounded up to a power of two, >= 16
     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    FINAL: tl.constexpr,  # one split: store the finished rows, no partials, no combine
 ):
     # One program: one range of keys of one (batch, kv_head), against every query of every
     # query head in its group, packed as rows r = member * num_queries + query. The keys
@@ -187,12 +189,18 @@ def attention_decode_split_kernel(
         acc = tl.dot(probs.to(v.dtype), v, acc * correction[:, None],
                      input_precision=DOT_PRECISION)
 
-    partial_acc_ptr, partial_max_ptr, partial_sum_ptr = _partials(
-        partial_ptr, tl.num_programs(1) * tl.num_programs(0), BLOCK_R, BLOCK_D)
-    partial = (batch_kv_head * tl.num_programs(0) + split).to(tl.int64) * BLOCK_R + rows
-    tl.store(partial_max_ptr + partial, row_max)
-    tl.store(partial_sum_ptr + partial, row_sum)
-    tl.store(partial_acc_ptr + partial[:, None] * BLOCK_D + offs_d[None, :], acc)
+    if FINAL:
+        # The group's rows are consecutive rows of out (heads kv_head * group_size onwards).
+        head_rows = batch_kv_head.to(tl.int64) * (group_size * num_queries)
+        store_rows(out_ptr, lse_ptr, max_ptr, log2sum_ptr, acc, row_sum, row_max, head_rows,
+                   rows, row_mask, qk_scale, HEAD_DIM)
+    else:
+        partial_acc_ptr, partial_max_ptr, partial_sum_ptr = _partials(
+            partial_ptr, tl.num_programs(1) * tl.num_programs(0), BLOCK_R, BLOCK_D)
+        partial = (batch_kv_head * tl.num_programs(0) + split).to(tl.int64) * BLOCK_R + rows
+        tl.store(partial_max_ptr + partial, row_max)
+        tl.store(partial_sum_ptr + partial, row_sum)
+        tl.store(partial_acc_ptr + partial[:, None] * BLOCK_D + offs_d[None, :], acc)
 
 
 @triton.jit
@@ -203,34 +211,40 @@ def attention_decode_combine_kernel(
     num_splits, num_rows,  # num_rows = group_size * num_queries
     qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
-    ROWS: tl.constexpr,  # rows per program
+    BLOCK_S: tl.constexpr,  # splits merged per step, a power of two
 ):
-    # Merge the splits' (acc, max, sum) as the online softmax merges blocks of keys.
+    # One program: one row of one (batch, kv_head) group. It merges the splits' (acc, max,
+    # sum) as the online softmax merges blocks of keys, BLOCK_S splits at a time loaded as
+    # one tile: the loads of a step are independent, so a few steps cover every split
+    # where a loop over single splits would wait on each load in turn.
     batch_kv_head = tl.program_id(0)
     partial_acc_ptr, partial_max_ptr, partial_sum_ptr = _partials(
         partial_ptr, tl.num_programs(0) * num_splits, BLOCK_R, BLOCK_D)
-    rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    row = tl.program_id(1)
+    rows = row + tl.arange(0, 1)  # a block of one row, the shape store_rows takes
+    offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
-    row_max = tl.full([ROWS], -float("inf"), tl.float32)
-    row_sum = tl.zeros([ROWS], tl.float32)
-    acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
-    for split in range(num_splits):
-        partial = (batch_kv_head * num_splits + split).to(tl.int64) * BLOCK_R + rows
-        split_max = tl.load(partial_max_ptr + partial)
-        split_sum = tl.load(partial_sum_ptr + partial)
-        split_acc = tl.load(partial_acc_ptr + partial[:, None] * BLOCK_D + offs_d[None, :])
-        new_max = tl.maximum(row_max, split_max)
+    row_max = tl.full([1], -float("inf"), tl.float32)
+    row_sum = tl.zeros([1], tl.float32)
+    acc = tl.zeros([1, BLOCK_D], tl.float32)
+    for first in range(0, num_splits, BLOCK_S):
+        splits = first + offs_s
+        partial = (batch_kv_head * num_splits + splits).to(tl.int64) * BLOCK_R + row
+        present = splits < num_splits
+        split_max = tl.load(partial_max_ptr + partial, mask=present, other=-float("inf"))
+        split_sum = tl.load(partial_sum_ptr + partial, mask=present, other=0.0)
+        split_acc = tl.load(partial_acc_ptr + partial[:, None] * BLOCK_D + offs_d[None, :],
+                            mask=present[:, None], other=0.0)
+        new_max = tl.maximum(row_max, tl.max(split_max, axis=0))
         shift = tl.where(new_max == -float("inf"), 0.0, new_max)
         old_weight = tl.math.exp2((row_max - shift) * qk_scale)
-        split_weight = tl.math.exp2((split_max - shift) * qk_scale)
-        row_sum = row_sum * old_weight + split_sum * split_weight
-        acc = acc * old_weight[:, None] + split_acc * split_weight[:, None]
+        split_weight = tl.math.exp2((split_max - shift) * qk_scale)  # 0 where absent
+        row_sum = row_sum * old_weight + tl.sum(split_sum * split_weight, axis=0)
+        acc = acc * old_weight[:, None] + tl.sum(split_acc * split_weight[:, None], axis=0)[None, :]
         row_max = new_max
-    # The group's rows are consecutive rows of out (heads kv_head * group_size onwards).
     head_rows = batch_kv_head.to(tl.int64) * num_rows
     store_rows(out_ptr, lse_ptr, max_ptr, log2sum_ptr, acc, row_sum, row_max, head_rows,
-                rows, rows < num_rows, qk_scale, HEAD_DIM)
-
+               rows, rows < num_rows, qk_scale, HEAD_DIM)
 
 
 def new_outputs(q: torch.Tensor):
@@ -311,23 +325,29 @@ def attention_decode(
         keys_per_split = cdiv(cdiv(num_keys, num_splits), block_n) * block_n
         num_splits = cdiv(num_keys, keys_per_split)
     q, k, v = (t if t.stride(3) == 1 else t.contiguous() for t in (q, k, v))
-    partials = torch.empty(batch * kv_heads * num_splits * block_r * (block_d + 2),
-                           dtype=torch.float32, device=q.device)  # see _partials
+    final = num_splits == 1
+    out, lse, stats = new_outputs(q)
+    partials = out if final else torch.empty(  # see _partials
+        batch * kv_heads * num_splits * block_r * (block_d + 2),
+        dtype=torch.float32, device=q.device)
     qk_scale = qk_scale_of(sm_scale)
     flags = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_R=block_r)
     warps = 4 if block_r * block_d <= 32 * 128 else 8
     fast_launch(attention_decode_split_kernel)[(num_splits, batch * kv_heads)](
-        q, k, v, partials, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+        q, k, v, partials, out, lse, stats[0], stats[1],
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         kv_heads, group_size, num_queries, num_keys, window, qk_scale, keys_per_split,
         BLOCK_N=block_n, CAUSAL=causal, WINDOW=window > 0,
-        DOT_PRECISION=dot_input_precision(q.dtype), num_warps=warps, num_stages=3, **flags,
+        DOT_PRECISION=dot_input_precision(q.dtype), FINAL=final, num_warps=warps,
+        num_stages=3, **flags,
     )
-    out, lse, stats = new_outputs(q)
-    rows = min(block_r, 16)
-    fast_launch(attention_decode_combine_kernel)[(batch * kv_heads, cdiv(group_size * num_queries, rows))](
-        partials, out, lse, stats[0], stats[1],
-        num_splits, group_size * num_queries, qk_scale, ROWS=rows, **flags,
-    )
+    if not final:
+        # Up to 4096 float32 of partial outputs per step of a program (32 KiB of loads).
+        block_s = min(next_power_of_2(num_splits), max(1, 4096 // block_d))
+        fast_launch(attention_decode_combine_kernel)[(batch * kv_heads, group_size * num_queries)](
+            partials, out, lse, stats[0], stats[1],
+            num_splits, group_size * num_queries, qk_scale, BLOCK_S=block_s, **flags,
+        )
     return out, lse, stats
 
 

@@ -71,7 +71,12 @@ def _interpret_imported_triton() -> int:
     return len(converted)
 
 
-if _INTERPRETING:
+# A process that only compiles kernels for a named GPU, and never launches one
+# (triton_guide.compiled starts such a process), sets TRITON_GUIDE_COMPILE_ONLY=1: its kernels
+# stay compiled functions without a GPU, while everything else behaves as under the interpreter.
+_COMPILE_ONLY = os.environ.get("TRITON_GUIDE_COMPILE_ONLY", "0") == "1"
+
+if _INTERPRETING and not _COMPILE_ONLY:
     os.environ["TRITON_INTERPRET"] = "1"
     if "triton.language" in sys.modules:  # triton was imported first
         _interpret_imported_triton()

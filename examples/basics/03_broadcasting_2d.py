@@ -109,7 +109,7 @@ fig.tight_layout()
 #
 # and the launcher. ``transpose`` checks the arguments and hands them to an operator that
 # autograd and ``torch.compile`` know (the :ref:`autograd page
-# <sphx_glr_auto_examples_core_kernels_04_autograd_and_compile.py>` explains why), which
+# <sphx_glr_auto_examples_core_kernels_05_autograd_and_compile.py>` explains why), which
 # runs the part that launches:
 #
 # .. literalinclude:: /../triton_guide/transpose.py

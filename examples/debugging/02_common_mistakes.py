@@ -380,7 +380,7 @@ print(f"A and B both loaded {a_sees:.0f}; the cell ends at {cell:.0f}, not 2048"
 # %%
 # **Fix**: ``tl.atomic_add``, or a partial sum per program and a second pass
 # (:func:`triton_guide.vector_sum` does both; the
-# :ref:`reductions page <sphx_glr_auto_examples_core_kernels_05_reductions.py>` compares
+# :ref:`reductions page <sphx_glr_auto_examples_core_kernels_06_reductions.py>` compares
 # them).
 
 # %%

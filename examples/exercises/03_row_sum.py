@@ -8,7 +8,7 @@ longer than any block a program holds, so it is summed a block at a time. The ma
 be a strided view, as in :ref:`the 2D lesson
 <sphx_glr_auto_examples_basics_03_broadcasting_2d.py>`. The loop, ``tl.sum`` and a
 masked load's ``other=0.0`` are taught later, on :ref:`the reductions page
-<sphx_glr_auto_examples_core_kernels_05_reductions.py>` (its ``program_sum``); read
+<sphx_glr_auto_examples_core_kernels_06_reductions.py>` (its ``program_sum``); read
 that first if they are new to you.
 
 .. automodule:: triton_guide.exercises.row_sum

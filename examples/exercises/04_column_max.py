@@ -7,7 +7,7 @@ A reduction down the columns with the 2D tiles of :ref:`the 2D lesson
 columns and walks down the rows. The lanes that fall outside the matrix need a value
 that can never win the maximum. ``tl.max`` along an axis and ``-inf`` padding are taught
 on :ref:`the softmax page <sphx_glr_auto_examples_core_kernels_02_softmax.py>`, the loop
-on :ref:`the reductions page <sphx_glr_auto_examples_core_kernels_05_reductions.py>`.
+on :ref:`the reductions page <sphx_glr_auto_examples_core_kernels_06_reductions.py>`.
 
 .. automodule:: triton_guide.exercises.column_max
    :no-index:

@@ -3,7 +3,7 @@ Exercise 10: A sum with atomics
 ===============================
 
 The one-launch sum of :ref:`the reductions lesson
-<sphx_glr_auto_examples_core_kernels_05_reductions.py>`, written by you: many programs
+<sphx_glr_auto_examples_core_kernels_06_reductions.py>`, written by you: many programs
 each sum a block and combine their results with ``tl.atomic_add`` into a single number.
 Two traps: the output must start at zero, and a plain store would let the programs
 overwrite each other.

@@ -375,3 +375,14 @@ def test_the_published_distributions_pass_twine_check():
     done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, files)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_distributions_carry_the_license_they_declare():
+    wheel, = (SITE / "dist").glob("triton_guide-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    assert b"License-Expression: MIT" in metadata
+    (license_file,) = [n for n in names if n.endswith("/licenses/LICENSE")]
+    with zipfile.ZipFile(wheel) as archive:
+        assert b"MIT License" in archive.read(license_file)
