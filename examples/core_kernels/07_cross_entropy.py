@@ -22,12 +22,15 @@ You will learn:
 # %%
 # Setup
 # -----
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from triton_guide import cross_entropy, cross_entropy_reference, runtime
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import (Benchmark, gb_per_s, peak_memory, print_in_units,
+                                    print_ratios)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -127,20 +130,12 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # .. literalinclude:: /../triton_guide/cross_entropy.py
 #    :pyobject: _CrossEntropy
 #
-# Whether the incoming gradient is 1 is known only on the GPU. Asking from Python
-# (``torch.equal``, ``.item()``) would make the host wait for every kernel queued before
-# it; a small kernel asks on the GPU instead, and returns at once when the answer is yes
-# (the forward does wait, twice, on small reductions over the targets: that every target
-# is a class index, as torch also checks, and how many rows are not ignored, the mean's
-# divisor):
-#
-# .. literalinclude:: /../triton_guide/cross_entropy.py
-#    :pyobject: scale_if_not_one_kernel
-#
-# The saved buffer is rescaled in place, and whether it was is known only on the GPU, so
-# the backward counts it as modified either way: a second ``backward(retain_graph=True)``
-# through the same loss raises PyTorch's error about a saved tensor modified in place,
-# rather than return gradients scaled twice.
+# Whether the incoming gradient is 1 is known only on the GPU; asking from Python
+# (``.item()``) would make the host wait for every kernel queued before it, so a small
+# kernel, ``scale_if_not_one_kernel``, asks on the GPU and returns at once when it is.
+# Since the saved buffer may be rescaled in place, a second
+# ``backward(retain_graph=True)`` through the same loss raises PyTorch's error about a
+# saved tensor modified in place rather than return gradients scaled twice.
 #
 # ``inplace_grad=True`` passes the logits as the gradient buffer. The kernel reads every
 # block before writing it, so that is safe inside the kernel, but afterwards the logits
@@ -242,220 +237,68 @@ print(f"{vocab_size} classes, -inf outside {first_visible}..{last_visible}, bloc
       f"the masked classes all 0: {bool((grad[:, masked] == 0).all())}")
 
 # %%
-# Time and peak memory at LLM sizes
-# ---------------------------------
-# Logits in bfloat16, vocabulary 128256, 8192 and 16384 rows, and four ways to take
-# the mean loss: ``F.cross_entropy`` on the logits, the same on ``logits.float()``, the
-# fused kernel, and the fused kernel writing the gradient over the logits.
+# Time and peak memory of a training step
+# ---------------------------------------
+# ``torch.autograd.grad`` of the mean loss with respect to bfloat16 logits of 8192 and
+# 16384 rows, four ways: ``F.cross_entropy``, the same on ``logits.float()``, the fused
+# kernel, and the fused kernel writing the gradient over the logits. The logits stand for
+# a model's output: random numbers plus a zero that requires a gradient, so that they are
+# not a leaf (the in-place variant refuses one); one size's logits are alive at a time.
 #
-# The logits stand for a model's output: a tensor that needs a gradient but is not a
-# leaf (the in-place variant refuses a leaf). Here they are random numbers plus a zero
-# that requires a gradient, so that autograd sees them computed from a parameter while
-# only one rows x vocabulary tensor stays alive. They are made once per size and shared
-# by every variant, and dropped before the next size is made: at 16384 rows they take
-# the GiB printed above, and the float32 variant adds several times that.
+# GB/s counts the two trips over the logits that any implementation must make (read the
+# logits, write their gradient), the same bytes for every variant; the copy ceiling
+# counts two trips too, so the fused kernel, which makes three, can reach at most two
+# thirds of it. The in-place variant, timed last at each size, is handed the previous
+# call's gradient as its logits; its kernel moves the same bytes whatever their values.
+# Peak memory is what one call allocates beyond the logits and the targets
+# (:func:`~triton_guide.benchmark.peak_memory`). How the site times: :doc:`/measuring`.
 
 ROWS = [8192, 16384]
-_inputs = {}  # rows -> (logits, target), one size at a time
+XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"
 
 
-def llm_inputs(rows):
-    if rows not in _inputs:
-        _inputs.clear()  # free the previous size before making this one
-        torch.cuda.empty_cache()
-        zero = torch.zeros((), device=device, dtype=torch.bfloat16, requires_grad=True)
-        logits = torch.randn(rows, VOCAB, device=device, dtype=torch.bfloat16) + zero
-        target = torch.randint(0, VOCAB, (rows,), device=device)
-        _inputs[rows] = logits, target
-    return _inputs[rows]
-
-# %%
-# Given a size, each variant returns the call to time: the loss alone under
-# ``torch.no_grad()``, or the loss and its gradient.
+@functools.lru_cache(maxsize=1)  # one size's logits at a time
+def llm_logits(rows):
+    zero = torch.zeros((), device=device, dtype=torch.bfloat16, requires_grad=True)
+    logits = torch.randn(rows, VOCAB, device=device, dtype=torch.bfloat16) + zero
+    return logits, torch.randint(0, VOCAB, (rows,), device=device)
 
 
-def forward_only(loss_fn):
+def training_step(loss_fn):
     def prepare(rows):
-        logits, target = llm_inputs(rows)
-
-        def call():
-            with torch.no_grad():
-                return loss_fn(logits, target)
-        return call
-    return prepare
-
-
-def forward_backward(loss_fn):
-    def prepare(rows):
-        logits, target = llm_inputs(rows)
+        logits, target = llm_logits(rows)
         return lambda: torch.autograd.grad(loss_fn(logits, target), logits)
     return prepare
 
 
-losses = {
-    "torch": F.cross_entropy,
-    "torch, .float()": lambda x, t: F.cross_entropy(x.float(), t),
-    "triton_guide": cross_entropy,
-    "triton_guide, in place": lambda x, t: cross_entropy(x, t, inplace_grad=True),
-}
+steps = {"torch": training_step(F.cross_entropy),
+         "torch, .float()": training_step(lambda x, t: F.cross_entropy(x.float(), t)),
+         "triton_guide": training_step(cross_entropy),
+         "triton_guide, in place": training_step(
+             lambda x, t: cross_entropy(x, t, inplace_grad=True))}
 
 # %%
-# Time is shown as an effective bandwidth: the bytes that any implementation must move,
-# divided by the time. GB/s counts the same bytes for every variant, so a variant that
-# makes extra trips over the logits shows a lower rate. The ceiling is a
-# device-to-device copy of 1 GiB, measured in the same run; its GB/s counts the bytes
-# the copy reads plus the bytes it writes, two trips over its data.
-#
-# Peak memory is ``torch.cuda.max_memory_allocated()`` during one call minus what was
-# allocated before it (the logits and the targets): the memory the loss adds on top of
-# the model. Below each plot it is also given in logits-sized tensors, to compare with
-# the count above (which also counts the logits themselves); a peak too small to read in
-# GiB (what a call adds per row: the float32 losses and the like) is given in KiB too.
-
-
-def peak_extra_gib(make_call):
-    def prepare(rows):
-        call = make_call(rows)
-
-        def measure():
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = torch.cuda.memory_allocated()
-            call()  # what it returns is freed at once: the peak has counted it
-            torch.cuda.synchronize()
-            return (torch.cuda.max_memory_allocated() - before) / GIB
-        return measure
-    return prepare
-
-# %%
-# What a peak is in logits-sized tensors, printed under each memory plot:
-
-
-def in_logits(peak):
-    for run in peak:
-        i = run.largest
-        logits_gib = run.xs[i] * VOCAB * 2 / GIB
-        print(f"{run.gpu}, {run.xs[i]} rows, extra memory in logits-sized tensors: "
-              + "; ".join(f"{name} {values[i] / logits_gib:.1f}"
-                          for name, values in run.series.items()))
-        for name, values in run.series.items():  # the peaks too small to read in GiB
-            if max(values) < 2**-10:
-                print(f"    {name}: " + ", ".join(
-                    f"{gib * 2**20:.1f} KiB at {rows:,} rows ({gib * GIB / rows:.0f} bytes "
-                    "a row)" for rows, gib in zip(run.xs, values)))
-    measured = {tuple(map(tuple, run.series.values())) for run in peak}
-    if len(peak.runs) > 1 and len(measured) == 1:
-        print("every GPU measured the same bytes: in the plot, " + (
-            "the lines of one lie on top of the other's" if peak.overlaid
-            else "the panels are alike"))
-
-
-XLABEL = f"rows (vocabulary {VOCAB}, bfloat16)"
-
-# %%
-# Forward
-# -------
-# Evaluation: the loss alone, under ``torch.no_grad()``. Any implementation must read
-# the logits once (the targets and the losses are a few bytes per row). The in-place
-# variant is left out: with no gradient to write it is the same call as
-# ``triton_guide``.
-#
-# How the site times these calls, and what a recording holds: :doc:`/measuring`.
-
-forward_losses = {name: fn for name, fn in losses.items() if "in place" not in name}
-forward_time = bench.sweep(
-    "cross-entropy forward",
-    ROWS,
-    {name: forward_only(fn) for name, fn in forward_losses.items()},
-    lambda rows, ms: gb_per_s(rows * VOCAB * 2, ms),
-    label="rows",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel=XLABEL,
-)
-forward_time.plot()
-forward_time.summary(ratios=[("triton_guide", "torch")])
-
-# %%
-
-forward_peak = bench.measure(
-    "cross-entropy forward, peak memory",
-    ROWS,
-    {name: peak_extra_gib(forward_only(fn)) for name, fn in forward_losses.items()},
-    label="rows",
-    unit="GiB",
-    xlabel=XLABEL,
-)
-forward_peak.plot(ylabel="peak memory over the logits (GiB)")
-in_logits(forward_peak)
-
-# %%
-# Forward and backward
-# --------------------
-# Training: ``torch.autograd.grad`` of the mean loss with respect to the logits. Any
-# implementation must read the logits once and write their gradient once: two trips,
-# which is what GB/s counts here. The copy ceiling counts two trips too, the bytes it
-# reads plus the bytes it writes. The fused kernel makes three (it reads each row again
-# to write the gradient), so at the copy's rate of traffic it can reach at most two
-# thirds of the ceiling; PyTorch makes at least six.
-#
-# The in-place variant overwrites the logits with their gradient on every call, so the
-# timer, which calls it many times, hands each call the previous call's gradient instead
-# of fresh logits. The timing is still that of the real call: the kernel reads every
-# logit twice and writes every gradient once whatever their values, its one branch
-# depends on the targets, which do not change, and the values stay finite (a gradient of
-# the mean is at most ``1 / rows`` in size). Restoring the logits before every call
-# would add a copy of them to each timing instead. The in-place variant runs last at
-# each size, so the other variants always see the random logits.
+# Time, as GB/s under the copy ceiling, and our speed over torch's at each size:
 
 training_time = bench.sweep(
-    "cross-entropy forward + backward",
-    ROWS,
-    {name: forward_backward(fn) for name, fn in losses.items()},
-    lambda rows, ms: gb_per_s(2 * rows * VOCAB * 2, ms),
-    label="rows",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel=XLABEL,
-)
+    "cross-entropy forward + backward", ROWS, steps,
+    lambda rows, ms: gb_per_s(2 * rows * VOCAB * 2, ms), label="rows", unit="GB/s",
+    ceiling="copy", xlabel=XLABEL)
 training_time.plot()
-training_time.summary(ratios=[("triton_guide", "torch"),
-                              ("triton_guide, in place", "torch")])
+speedups = print_ratios(training_time, "triton_guide", "torch")
 
 # %%
+# Peak memory, and the same peak in tensors the size of the logits, to set beside the
+# count above (which counted the logits too):
 
 training_peak = bench.measure(
-    "cross-entropy forward + backward, peak memory",
-    ROWS,
-    {name: peak_extra_gib(forward_backward(fn)) for name, fn in losses.items()},
-    label="rows",
-    unit="GiB",
-    xlabel=XLABEL,
-)
+    "cross-entropy forward + backward, peak memory", ROWS,
+    {name: peak_memory(step) for name, step in steps.items()}, label="rows", unit="GiB",
+    xlabel=XLABEL)
 training_peak.plot(ylabel="peak memory over the logits (GiB)")
-in_logits(training_peak)
-_inputs.clear()  # free the last logits
-torch.cuda.empty_cache()
-
-# %%
-# The summary, at the larger size, for each GPU: the speed is the ratio of the rates
-# (the same bytes, so torch's time over ours), the memory the extra peak.
-
-for pass_name, ours, timed, peak in (
-        ("forward", "triton_guide", forward_time, forward_peak),
-        ("fwd+bwd", "triton_guide, in place", training_time, training_peak)):
-    fused = "in-place fused" if "in place" in ours else "fused"
-    peak_on = {run.gpu: run for run in peak}
-    for run in timed:
-        rows = run.xs[run.largest]
-        line = (f"{run.gpu}, {rows} rows, {pass_name}: {fused} "
-                f"{run.ratio(ours, 'torch'):.2f}x torch's speed")
-        memory = peak_on.get(run.gpu)
-        if memory is not None and rows in memory.xs:
-            i = memory.xs.index(rows)
-            line += (f", {memory[ours][i]:.2f} GiB extra against torch's "
-                     f"{memory['torch'][i]:.2f} GiB")
-        print(line)
+in_logits = print_in_units(training_peak, "logits-sized tensors",
+                           lambda rows: rows * VOCAB * 2 / GIB)
+llm_logits.cache_clear()
 
 # %%
 # Takeaways

@@ -5,10 +5,8 @@ Performance habits, measured
 Advice about kernel speed is easy to give and easy to get wrong: "bigger blocks are
 faster", "masks are expensive", "always autotune". This page measures each habit on the
 simplest memory-bound kernel there is, a copy, where nothing but memory access varies.
-Every timing below was taken on a GPU: in this build when it ran on one, otherwise
-recalled from the recordings in ``triton_guide/_results/``, each labelled with its GPU,
-versions and date. The interpreter times nothing; the cells also show what needs no
-clock: how the work is divided, and which addresses the lanes touch.
+Timings come from a GPU (live, or recorded); the cells also show what needs no clock:
+how the work is divided, and which addresses the lanes touch.
 
 You will learn:
 
@@ -21,27 +19,18 @@ You will learn:
 """
 
 # %%
-import contextlib
 import functools
 import inspect
-import os
 import re
-import tempfile
-import time
 
 import torch
 import triton
 
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark, gb_per_s, median_ms, us_per_call
-from triton_guide.copy import (
-    AUTOTUNE_BLOCK_SIZES,
-    AUTOTUNE_NUM_WARPS,
-    copy,
-    copy_autotuned_kernel,
-    copy_kernel,
-    copy_matrix,
-)
+from triton_guide.benchmark import (Benchmark, first_call_ms, gb_per_s, median_ms,
+                                    print_best_and_worst, print_ratios)
+from triton_guide.copy import (AUTOTUNE_BLOCK_SIZES, AUTOTUNE_NUM_WARPS, copy,
+                               copy_autotuned_kernel, copy_kernel, copy_matrix)
 from triton_guide.debugging import compile_kernels
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -59,21 +48,17 @@ device = runtime.device()
 #    :pyobject: copy_kernel
 #
 # ``BOUNDS`` is a ``tl.constexpr``, so each of its three values compiles to its own
-# kernel with only its own branch in it. First, check that every variant copies exactly:
+# kernel with only its own branch in it. First, check that every variant copies exactly.
+# Every timing of a flat copy below copies ``TIMED_N`` float32 elements, 256 MiB, far
+# more than an L2 cache holds (on a GPU, ``n`` here is that long too).
 
-n = runtime.pick(interpreter=10_000, gpu=2**26)
+TIMED_N = 2**26
+n = runtime.pick(interpreter=10_000, gpu=TIMED_N)
 x = torch.randn(n, device=device)
 for bounds in ("mask", "branch", "none"):
     block_size = 16 if bounds == "none" else 1024  # "none" needs n % block_size == 0
     exact = torch.equal(copy(x, bounds=bounds, block_size=block_size), x)
     print(f"bounds={bounds!r:<9} copies all {n:,} elements exactly: {exact}")
-
-# %%
-# Every timing of a flat copy below copies ``TIMED_N`` float32 elements, 256 MiB, far
-# more than an L2 cache holds (on a GPU, ``n`` above is that long too).
-
-TIMED_N = 2**26
-print(f"TIMED_N = 2^26 = {TIMED_N:,} elements; a copy moves {2 * 4 * TIMED_N:,} bytes")
 
 
 @functools.cache
@@ -116,66 +101,21 @@ def copy_with_warps(num_warps):
     return prepare
 
 
-results = bench.sweep(
-    "block size and num_warps",
-    block_sizes,
-    {f"{w} warps": copy_with_warps(w) for w in warp_counts},
-    lambda block_size, ms: gb_per_s(2 * 4 * TIMED_N, ms),
-    label="BLOCK_SIZE",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="BLOCK_SIZE (copy of 2^26 float32)",
-)
+results = bench.sweep("block size and num_warps", block_sizes,
+                      {f"{w} warps": copy_with_warps(w) for w in warp_counts},
+                      lambda block_size, ms: gb_per_s(2 * 4 * TIMED_N, ms),
+                      label="BLOCK_SIZE", unit="GB/s", ceiling="copy",
+                      xlabel="BLOCK_SIZE (copy of 2^26 float32)")
 results.plot()
-for run in results:
-    cells = [(value, name, run.xs[i])
-             for name, values in run.series.items() for i, value in enumerate(values)]
-    (best, best_warps, best_block), (worst, worst_warps, worst_block) = (
-        max(cells), min(cells))
-    print(f"{run.gpu}: best {best_warps} at BLOCK_SIZE {best_block}, {best:.0f} GB/s; "
-          f"worst {worst_warps} at BLOCK_SIZE {worst_block}, {worst:.0f} GB/s "
-          f"({best / worst:.1f}x slower)")
-    near = sorted((block, name) for value, name, block in cells if value >= 0.95 * best)
-    print(f"    within 5% of the best: {len(near)} of {len(cells)} combinations, with "
-          f"BLOCK_SIZE {min(block for block, _ in near)} to "
-          f"{max(block for block, _ in near)}")
+best = print_best_and_worst(results)
 
 # %%
-# Elements per thread do not explain the smallest blocks. At BLOCK_SIZE 128 with 1 warp,
-# a thread holds 4 float32, the 16 bytes one load instruction can move, yet 1, 2 and 4
-# warps land at about the same bandwidth, well under the ceiling. Divide the bandwidth
-# by the bytes a program moves (``2 * 4 * BLOCK_SIZE``) to get the programs that finish
-# per microsecond, and compare the two GPUs: at BLOCK_SIZE 128 they finish about the
-# same number, although the H200's copy ceiling is well above the H100's (both printed
-# below). The memory does not set that pace. Each program costs a fixed amount besides
-# its bytes: the GPU must start it on an SM, it computes its offsets, and its stores
-# wait for its loads. At 128 lanes that fixed cost, not the memory, is the likely limit,
-# and a larger block spreads it over more bytes.
-
-
-def gpu_pairs(results):
-    """(slower, faster) pairs of GPUs, ranked by their copy ceilings."""
-    runs = sorted((run for run in results if run.ceiling),
-                  key=lambda run: run.ceiling.value)
-    return [(runs[0], run) for run in runs[1:]]
-
-
-for run in results:
-    print(f"{run.gpu}: programs finished per microsecond "
-          "(GB/s x 1e3 / bytes per program)")
-    print("BLOCK_SIZE" + "".join(f"{name:>10}" for name in run.series))
-    for i, block_size in enumerate(run.xs[:3]):
-        rates = [values[i] * 1e3 / (2 * 4 * block_size)
-                 for values in run.series.values()]
-        print(f"{block_size:>10}" + "".join(f"{rate:>10,.0f}" for rate in rates))
-for base, other in gpu_pairs(results):
-    i, j = base.xs.index(128), other.xs.index(128)
-    ratios = ", ".join(f"{name} {other[name][j] / base[name][i]:.2f}x"
-                       for name in base.series)
-    print(f"{other.gpu} over {base.gpu}, programs per microsecond at BLOCK_SIZE 128: "
-          f"{ratios}; copy ceiling {other.ceiling.value / base.ceiling.value:.2f}x")
-
-# %%
+# Elements per thread do not explain the smallest blocks: at BLOCK_SIZE 128 with 1 warp a
+# thread holds 4 float32, the 16 bytes one load can move, yet the rate is well under the
+# ceiling. Each program costs a fixed amount besides its bytes (the GPU must start it, it
+# computes its offsets, its stores wait for its loads), and at 128 lanes that fixed cost
+# is the likely limit; a larger block spreads it over more bytes.
+#
 # With 8 and 16 warps the rate drops further. A program is one thread block, and an SM
 # of compute capability 9.0 (the H100 and the H200) holds at most 32 thread blocks and 64
 # warps at once (the table "Technical Specifications per Compute Capability" in NVIDIA's
@@ -196,10 +136,8 @@ for w in warp_counts:
           f"BLOCK_SIZE 128, rate against 1 warp's: {against_one or 'not recorded'}")
 
 # %%
-# With 1, 2 or 4 warps, 16 or more programs fit on an SM, and the rate stays the same.
-# With 8 warps only 8 fit, with 16 only 4, and the rate falls, to about half with 16. A
-# program holds its place on the SM while it waits for its loads, so fewer programs at
-# once means fewer loads in flight, too few to keep up the pace.
+# Where fewer programs fit, the rate falls: a program holds its place on the SM while it
+# waits for its loads, so fewer programs at once means fewer loads in flight.
 
 # %%
 # Coalescing: rows against columns
@@ -263,52 +201,19 @@ coalescing = bench.sweep("rows against columns", sides,
                          lambda side, ms: gb_per_s(2 * 4 * side * side, ms), label="n",
                          unit="GB/s", ceiling="copy", xlabel="n (an n x n float32 matrix)")
 coalescing.plot()
-coalescing.summary(ratios=[("rows", "columns")])
+gaps = print_ratios(coalescing, "rows", "columns")
 
 # %%
-# The gap at each size, the smallest size's time per call, and each walk on one GPU
-# against the other:
-
-for run in coalescing:
-    ratios = ", ".join(f"{r / c:.1f}x at n = {side}"
-                       for side, r, c in zip(run.xs, run["rows"], run["columns"]))
-    print(f"{run.gpu}: bandwidth along rows over bandwidth down columns: {ratios}")
-    side = min(run.xs)
-    for walk in walks:
-        micros = us_per_call(2 * 4 * side * side, run[walk][run.xs.index(side)])
-        print(f"    walk={walk}, n = {side}: {micros:.1f} microseconds per call")
-for base, other in gpu_pairs(coalescing):
-    for walk in walks:
-        ratios = ", ".join(
-            f"{other[walk][other.xs.index(side)] / base[walk][i]:.2f}x at n = {side}"
-            for i, side in enumerate(base.xs) if side in other.xs)
-        print(f"{other.gpu} over {base.gpu}, walk={walk}: {ratios}")
-    print(f"{other.gpu} over {base.gpu}, copy ceiling: "
-          f"{other.ceiling.value / base.ceiling.value:.2f}x")
-
-# %%
-# Counting sectors predicts a gap of 8x. The measured gap, printed for each size above,
-# is no constant, because the two walks change differently with the size. Along rows, the
-# bandwidth climbs with the matrix: a call of some microseconds, printed above, likely
-# spends much of its time starting its programs and waiting for the last of them, a
-# fixed time that a longer copy spreads over more bytes.
-#
-# At n = 1024 the two GPUs can also differ by more than their copy ceilings do (compare
-# the "over" lines): at the smallest sizes, fixed costs, the host's included, differ from
-# machine to machine, as on the other pages' smallest sizes.
-#
-# Down columns, the bandwidth is about the same at every size. That includes n = 1024,
-# where the matrix and its copy fit in L2 once loaded, so each sector comes from HBM
-# about once, whichever program asks for it first. And from the H100 to the H200, the
-# column walk gains much less than the copy ceiling does (both printed above). If the
-# bytes fetched from HBM set its pace, the small matrix would run faster and the H200's
-# faster memory would show. Both point instead at the number of sector requests. For
-# each 128 useful bytes, the column walk's loads ask for 32 sectors where the row
-# walk's ask for 4, and the SMs that issue those requests are of the same compute
-# capability on both GPUs, so they would serve them at about the same rate. That is a
-# likely explanation, not a measured one: this page does not count requests (a
-# profiler such as Nsight Compute does). Either way, make the lanes of a program walk
-# along the dimension with stride 1.
+# Counting sectors predicts a gap of 8x. The measured gap (above) is no constant, because
+# the two walks change differently with the size. Along rows, the bandwidth climbs with
+# the matrix: a call of a few microseconds spends much of its time starting its programs
+# and waiting for the last of them, a fixed time that a longer copy spreads over more
+# bytes. Down columns, the bandwidth is about the same at every size, even where the
+# matrix and its copy fit in L2, and it gains far less than the copy ceiling from one GPU
+# to the other (compare the columns of the table). Both point at the number of sector
+# requests, not the bytes fetched from HBM, as what sets its pace; that is a likely
+# explanation, not a measured one (a profiler such as Nsight Compute counts requests).
+# Either way, make the lanes of a program walk along the dimension with stride 1.
 
 # %%
 # Masks against branches
@@ -333,17 +238,10 @@ def bounded(bounds):
     return prepare
 
 
-checks = bench.sweep(
-    "masks against branches",
-    [TIMED_N],
-    {bounds: bounded(bounds) for bounds in ("mask", "branch", "none")},
-    lambda size, ms: gb_per_s(2 * 4 * size, ms),
-    label="n",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="elements (float32)",
-)
-checks.summary()
+checks = bench.sweep("masks against branches", [TIMED_N],
+                     {bounds: bounded(bounds) for bounds in ("mask", "branch", "none")},
+                     lambda size, ms: gb_per_s(2 * 4 * size, ms), label="n", unit="GB/s",
+                     ceiling="copy", xlabel="elements (float32)")
 for run in checks:
     print(f"{run.gpu}: against no check, the mask reaches "
           f"{run.ratio('mask', 'none'):.3f}x the bandwidth, the branch "
@@ -356,16 +254,14 @@ for run in checks:
 #
 # A length that is not a multiple of 16
 # ---------------------------------------
-# The length matters in one more way. Triton compiles a kernel separately for an integer
-# argument that divides by 16 and one that does not (and for pointers aligned to 16
-# bytes or not). A thread holds its lanes in runs of four consecutive ones, 16 bytes of
-# float32. When ``num_elements`` divides by 16, each run is all inside the mask or all
-# outside it, so the thread loads (and stores) its four elements with one instruction.
-# When it does not, the compiler cannot know that, and the thread loads each element
-# apart. The PTX (NVIDIA's assembly, which Triton produces on the way to machine code)
-# shows it; it needs no GPU to produce, because
+# Triton compiles a kernel separately for an integer argument that divides by 16 and one
+# that does not (and for pointers aligned to 16 bytes or not). A thread holds its lanes
+# in runs of four, 16 bytes of float32. When ``num_elements`` divides by 16, each run is
+# all inside the mask or all outside it, so one instruction loads it; when it does not,
+# the compiler cannot know that, and loads each element apart. The PTX (the assembly
+# Triton makes on the way to machine code) shows it, and needs no GPU:
 # :func:`~triton_guide.debugging.compile_kernels` compiles for an H100 on any machine.
-# Torch's allocations are aligned, so both pointers are passed as multiples of 16:
+# Both pointers are passed as multiples of 16, as torch's allocations are:
 
 COPY_SIGNATURE = {"input_ptr": "*fp32", "output_ptr": "*fp32", "num_elements": "i32",
                   "BLOCK_SIZE": "constexpr", "BOUNDS": "constexpr"}
@@ -384,28 +280,19 @@ for (bounds, divides), compiled in zip(ptx_cases, ptx):
     print(f"  bounds={bounds!r:<9} length {length:<14}: {wide} x 16 bytes, {narrow} x 4 bytes")
 
 # %%
-# PTX is written for one thread, so the counts are per thread: 128 threads (4 warps)
-# share a block of 1,024 lanes, 8 per thread. Masked, a length that divides by 16 lets
-# each thread load its 8 elements as two runs of four, 16 bytes at a time; one that does
-# not costs a 4-byte load per element, in every program. The branch keeps the 16-byte
-# loads for every full block and pays the 4-byte ones only in its masked path, which
-# only the last program takes (the PTX holds both paths, hence both counts). Whether
-# the extra instructions cost bandwidth is a question for the clock: the same copy, one
-# element longer than ``TIMED_N``:
+# The counts are per thread: 128 threads (4 warps) share 1,024 lanes, 8 each. Masked, a
+# length that divides by 16 loads them as two runs of four; one that does not costs a
+# 4-byte load per element, in every program. The branch keeps the 16-byte loads for full
+# blocks and pays the 4-byte ones only in its masked path, which only the last program
+# takes (the PTX holds both paths). Whether that costs bandwidth is a question for the
+# clock: the same copy, one element longer than ``TIMED_N``:
 
 odd_n = TIMED_N + 1
 print(f"n = {odd_n:,}: odd_n % 16 = {odd_n % 16}")
-odd = bench.sweep(
-    "masks against branches, a length not a multiple of 16",
-    [odd_n],
-    {bounds: bounded(bounds) for bounds in ("mask", "branch")},
-    lambda size, ms: gb_per_s(2 * 4 * size, ms),
-    label="n",
-    unit="GB/s",
-    ceiling="copy",
-    xlabel="elements (float32)",
-)
-odd.summary()
+odd = bench.sweep("masks against branches, a length not a multiple of 16", [odd_n],
+                  {bounds: bounded(bounds) for bounds in ("mask", "branch")},
+                  lambda size, ms: gb_per_s(2 * 4 * size, ms), label="n", unit="GB/s",
+                  ceiling="copy", xlabel="elements (float32)")
 for run in odd:
     share = run.ratio("mask", "branch")
     verdict = (f"the branch is {1 / share:.2f}x as fast: the narrow loads cost bandwidth"
@@ -414,13 +301,11 @@ for run in odd:
           f"bandwidth; {verdict}")
 
 # %%
-# The two variants move the same bytes, and at the aligned length they ran at the same
-# speed; here only the width of the loads in full blocks differs between them. A thread
-# that loads its elements one 4 bytes at a time issues four times as many load
-# instructions for the same data, and the memory system sees more, smaller requests. So
-# the habit to keep is narrower than "avoid masks": when a kernel must accept any
-# length, keep the full blocks free of the mask (the branch above); where you choose the
-# sizes, make them multiples of 16; and check the PTX for ``ld.global.v4``.
+# Here only the width of the loads in full blocks differs between the two: four times as
+# many load instructions for the same data, more and smaller requests. So the habit to
+# keep is narrower than "avoid masks": when a kernel must accept any length, keep the
+# full blocks free of the mask (the branch); where you choose the sizes, make them
+# multiples of 16; and check the PTX for ``ld.global.v4``.
 
 # %%
 # What autotuning picks, and what it costs
@@ -435,154 +320,68 @@ print(f"BLOCK_SIZE in {AUTOTUNE_BLOCK_SIZES} x num_warps in {AUTOTUNE_NUM_WARPS}
       f"{configs} configurations, each compiled and timed on the first call")
 
 # %%
-# Measured on a GPU, in milliseconds of wall-clock time: the first call of the autotuned
-# copy of ``TIMED_N`` elements, the calls after it (a median, like every timing above),
-# and, for scale, "one compilation": the first call of the plain copy in a configuration
-# this page has not compiled before. Triton keeps compiled kernels in an on-disk cache,
-# which would make a second build of this page look cheaper than a first; an empty
-# cache directory, for these two first calls only, makes both compile for real.
-#
-# ``one_compilation`` below times all of one call, from Python until the copy has
-# finished, so it holds more than the compiler: the copy itself (a fraction of a
-# millisecond), and what Triton 3.6, the version of these recordings, builds once per
-# cache directory and kernel signature: a small C launcher for the kernel's argument
-# types, compiled with the host's C compiler and kept in that directory.
+# Measured on a GPU, in milliseconds of wall-clock time (``first_call_ms``, with an empty
+# Triton cache so that kernels compile for real): the first call of the autotuned copy of
+# ``TIMED_N`` elements, the calls after it (a median, like every timing above), and, for
+# scale, "one compilation": the first call of the plain copy in a configuration this page
+# has not compiled before. That one holds more than the compiler: the copy itself, and a
+# small C launcher that Triton 3.6 builds once per cache directory and kernel signature.
+# Autotune times each configuration with ``do_bench`` at its defaults:
 
 
-def wall_ms(fn):
-    """Milliseconds of wall-clock time for one call of ``fn``, compilation included."""
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) * 1e3
+def on_vector(measure):  # given n, a measurement of the vector of n elements
+    return lambda size: functools.partial(measure, vector(size))
 
 
-@contextlib.contextmanager
-def empty_triton_cache():
-    previous = os.environ.get("TRITON_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="triton-guide-") as directory:
-        os.environ["TRITON_CACHE_DIR"] = directory
-        try:
-            yield
-        finally:
-            if previous is None:
-                del os.environ["TRITON_CACHE_DIR"]
-            else:
-                os.environ["TRITON_CACHE_DIR"] = previous
-
-# %%
-# The three measurements, each a callable that measures once:
-
-
-def one_compilation(size):
-    data = vector(size)
-
-    def measure():
-        with empty_triton_cache():  # a configuration this page has not compiled yet
-            return wall_ms(lambda: copy(data, block_size=2048, num_warps=2,
-                                        bounds="branch"))
-    return measure
-
-
-def first_call(size):
-    data = vector(size)
-
-    def measure():
-        with empty_triton_cache():
-            return wall_ms(lambda: copy(data, autotune=True))
-    return measure
-
-
-def later_calls(size):
-    data = vector(size)
-    return lambda: median_ms(lambda: copy(data, autotune=True))
-
-# %%
-# Autotune times each configuration with ``triton.testing.do_bench`` at its defaults;
-# against that, the first call, one compilation and the later calls:
-
-bench_defaults = inspect.signature(triton.testing.do_bench).parameters
-warmup_ms, rep_ms = bench_defaults["warmup"].default, bench_defaults["rep"].default
-timing_ms = configs * (warmup_ms + rep_ms)
-print(f"do_bench's defaults: {warmup_ms} ms of warm-up and {rep_ms} ms of timed runs, "
-      f"whatever the kernel's speed; for {configs} configurations, about "
-      f"{timing_ms / 1e3:.2f} s")
-
-cost = bench.measure("autotune: first call and later calls", [TIMED_N],
-                     {"one compilation": one_compilation, "first call": first_call,
-                      "later calls": later_calls}, label="n", unit="ms",
-                     xlabel="elements (float32)")
+cost = bench.measure("autotune: first call and later calls", [TIMED_N], {
+    "one compilation": on_vector(lambda data: first_call_ms(
+        lambda: copy(data, block_size=2048, num_warps=2, bounds="branch"))),
+    "first call": on_vector(lambda data: first_call_ms(lambda: copy(data, autotune=True))),
+    "later calls": on_vector(lambda data: median_ms(lambda: copy(data, autotune=True))),
+}, label="n", unit="ms", xlabel="elements (float32)")
+defaults = inspect.signature(triton.testing.do_bench).parameters
+timing_ms = configs * (defaults["warmup"].default + defaults["rep"].default)
+print(f"do_bench's defaults: {defaults['warmup'].default} ms of warm-up and "
+      f"{defaults['rep'].default} ms of timed runs; for {configs} configurations about "
+      f"{timing_ms / 1e3:.2f} s, whatever the kernel's speed")
 for run in cost:
-    compiling, first, later = (run[name][0] for name in
-                               ("one compilation", "first call", "later calls"))
-    print(f"{run.gpu}: first call {first / 1e3:.2f} s (compiles and times {configs} "
-          f"configurations), {first / compiling:.0f}x one compilation "
-          f"({compiling / 1e3:.2f} s); later calls {later:.3f} ms "
-          f"({gb_per_s(2 * 4 * run.xs[0], later):.0f} GB/s)")
-    rest = first - timing_ms
-    print(f"    less about {timing_ms / 1e3:.2f} s of timing ({timing_ms / first:.0%} of "
-          f"the first call): about {rest / 1e3:.2f} s left, "
-          f"{rest / configs / 1e3:.2f} s per configuration, "
-          f"{rest / configs / compiling:.2f}x one compilation")
+    compiling, first, later = (run[name][0] for name in run.series)
+    print(f"{run.gpu}: first call {first / 1e3:.2f} s, {first / compiling:.0f}x one "
+          f"compilation ({compiling / 1e3:.2f} s), {timing_ms / first:.0%} of it do_bench's "
+          f"nominal timing; later calls {later:.3f} ms")
 
 # %%
-# Nine times "one compilation", plus the timing, would be far more than the first call
-# took. Two things close the gap. Autotune times each configuration for a fixed time,
-# at ``do_bench``'s defaults, whatever the kernel's speed, and that is more than half
-# of the first call. What is left, per configuration, is about a quarter of "one
-# compilation" (both printed above). The likely reason is the launcher: the nine
-# configurations share one signature, so the first call builds it once, while "one
-# compilation" pays for it in full. The split is an estimate from ``do_bench``'s
-# defaults (its warm-up can take less than its 25 ms), not a timing: this page does
-# not time the parts of a first call apart.
-
-# %%
-# What the first call measured: autotune keeps its timing of every configuration (in
-# ``copy_autotuned_kernel.configs_timings``, milliseconds), and picks the fastest. As
-# GB/s:
+# What the first call measured: autotune keeps its timing of every configuration
+# (``copy_autotuned_kernel.configs_timings``, in milliseconds) and picks the fastest, so
+# the best below is its pick. As GB/s:
 
 
-def autotune_timing(num_warps):
-    def prepare(block_size):
-        def read():
-            timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
-            for config, measured in timings.items():
-                tried = (config.kwargs["BLOCK_SIZE"], config.num_warps)
-                if tried == (block_size, num_warps):
-                    # [median, 20th, 80th percentile] in ms, or a bare median
-                    median = measured[0] if isinstance(measured, list) else measured
-                    return gb_per_s(2 * 4 * TIMED_N, median)
-            raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
-                              f"{num_warps} warps")
-        return read
-    return prepare
+def autotune_rate(num_warps):  # given BLOCK_SIZE, a reading of autotune's timing of it
+    def timing_of(block_size):
+        timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
+        for config, ms in timings.items():
+            if (config.kwargs["BLOCK_SIZE"], config.num_warps) == (block_size, num_warps):
+                # [median, 20th, 80th percentile] in ms, or a bare median
+                return gb_per_s(2 * 4 * TIMED_N, ms[0] if isinstance(ms, list) else ms)
+        raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
+                          f"{num_warps} warps")
+    return lambda block_size: functools.partial(timing_of, block_size)
 
-# %%
-# Every configuration's timing, and the pick:
 
 tuned = bench.measure(
     "autotune's timings", list(AUTOTUNE_BLOCK_SIZES),
-    {f"{w} warps": autotune_timing(w) for w in AUTOTUNE_NUM_WARPS}, label="BLOCK_SIZE",
+    {f"{w} warps": autotune_rate(w) for w in AUTOTUNE_NUM_WARPS}, label="BLOCK_SIZE",
     unit="GB/s", xlabel="BLOCK_SIZE (autotuned copy of 2^26 float32)")
-tuned.plot()
-for run in tuned:
-    cells = [(value, name, run.xs[i])
-             for name, values in run.series.items() for i, value in enumerate(values)]
-    (best, best_warps, best_block), (worst, _, _) = max(cells), min(cells)
-    print(f"{run.gpu}: fastest by autotune's own timing, so its pick: BLOCK_SIZE "
-          f"{best_block}, {best_warps} ({best:.0f} GB/s); its {len(cells)} configurations "
-          f"spanned {worst:.0f} to {best:.0f} GB/s")
+picks = print_best_and_worst(tuned)
 print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 
 # %%
-# The first call with a new key pays for timing every configuration, and a key that
-# changes often (here, every new length) pays again and again. A new process pays again
-# too: Triton's disk cache spares it the compilations, but not the timings, unless the
-# autotuner is made with ``cache_results=True``. Where the configurations' rates lie
-# close together, as they may above, the pick can also change from run to run with the
-# noise of the timings. Autotune over few configurations, with a key that changes
-# rarely, or choose by a rule once a sweep like the one above has shown what wins.
+# A key that changes often (here, every new length) pays the first call again and again,
+# and so does a new process: Triton's disk cache spares it the compilations, not the
+# timings, unless the autotuner is made with ``cache_results=True``. Where the rates lie
+# close together, the pick can change from run to run with the noise of the timings.
+# Autotune over few configurations, with a key that changes rarely, or choose by a rule
+# once a sweep like the first one has shown what wins.
 
 # %%
 # Takeaways
@@ -602,4 +401,5 @@ print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 #
 # Used here: :func:`triton_guide.copy.copy`, :func:`triton_guide.copy.copy_matrix`,
 # :func:`triton_guide.debugging.compile_kernels`,
-# :class:`triton_guide.benchmark.Benchmark`, :func:`triton_guide.benchmark.median_ms`.
+# :class:`triton_guide.benchmark.Benchmark`, :func:`triton_guide.benchmark.median_ms`,
+# :func:`triton_guide.benchmark.first_call_ms`.

@@ -19,12 +19,7 @@ LESSONS = [page for page in site_pages()
 ]
 # docname -> screens measured when it was listed (a CPU build drawing the recordings of
 # an H100 and an H200). Each needs a split or its measurement moved into helpers.
-LONG_PAGES: dict[str, float] = {
-    "auto_examples/core_kernels/01_matmul": 8.1,  # 12.2 before its split (hopper/01)
-    "auto_examples/core_kernels/07_cross_entropy": 7.5,
-    "auto_examples/core_kernels/08_norms": 7.1,
-    "auto_examples/debugging/03_performance_habits": 7.9,
-}
+LONG_PAGES: dict[str, float] = {}  # empty: every lesson page fits
 
 
 def screens(visit, docname: str) -> float:

@@ -4,7 +4,8 @@ here: :mod:`~triton_guide.benchmark.timing` (timers and rates),
 :mod:`~triton_guide.benchmark.ceilings`, :mod:`~triton_guide.benchmark.figures` (layout),
 :mod:`~triton_guide.benchmark.roofline`, :mod:`~triton_guide.benchmark.tables`,
 :mod:`~triton_guide.benchmark.runs` (one
-benchmark's numbers per GPU) and :mod:`~triton_guide.benchmark.recording` (a page's
+benchmark's numbers per GPU), :mod:`~triton_guide.benchmark.readings` (one-line readings
+of them for a page's prose; peak memory and a first call's wall time) and :mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
@@ -60,6 +61,9 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour)
+from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
+                       print_best_and_worst, print_call_floors, print_in_units, print_ratios,
+                       print_share_of)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
 from .runs import Results, Run
@@ -83,4 +87,8 @@ __all__ = [
     "coinciding",
     # a benchmark's numbers, a page's benchmarks
     "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET", "roofline",
+    # one-line readings for a page's prose, measurements that are not timings
+    "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
+    "print_call_floors",
+    "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies",
 ]

@@ -1,0 +1,129 @@
+"""The one-line readings of a benchmark (triton_guide.benchmark.readings), on SYNTHETIC runs:
+made-up numbers, nothing measured. The measurements that need a GPU (peak memory, a first
+call's wall time) are checked only where CUDA is present; the cache switch is checked
+everywhere."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from triton_guide import benchmark
+from triton_guide.benchmark import Ceiling
+
+
+def synthetic(series_by_gpu: dict[str, dict[str, list[float]]], xs, unit="GB/s",
+              label="n") -> benchmark.Results:
+    runs = [benchmark.Run(gpu=gpu, slug=gpu.lower().replace(" ", "-"), live=False,
+                          provenance="synthetic", xs=list(xs), series=series, unit=unit,
+                          ceiling=Ceiling(kind="copy", label="copy", value=100.0, unit=unit))
+            for gpu, series in series_by_gpu.items()]
+    return benchmark.Results("synthetic", label=label, xlabel=label, unit=unit, logx=True,
+                             runs=runs)
+
+
+def test_share_of_is_each_variant_over_the_reference_at_the_largest_x(capsys):
+    results = synthetic({"Synthetic A100": {"step 1": [5.0, 30.0], "step 2": [9.0, 45.0],
+                                            "cuBLAS": [10.0, 60.0]},
+                         "Synthetic B200": {"step 1": [1.0, 20.0], "cuBLAS": [2.0, 80.0]}},
+                        xs=[256, 8192])
+    shares = benchmark.print_share_of(results, "cuBLAS")
+    assert shares == {"Synthetic A100": {"step 1": 0.5, "step 2": 0.75},
+                      "Synthetic B200": {"step 1": 0.25}}
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, n = 8,192, share of cuBLAS's GB/s: step 1 50%, step 2 75%",
+        "Synthetic B200, n = 8,192, share of cuBLAS's GB/s: step 1 25%; step 2 not in this "
+        "recording"]
+
+
+def test_best_and_worst_count_the_readings_near_the_best(capsys):
+    results = synthetic({"Synthetic A100": {"1 warps": [50.0, 96.0, 100.0],
+                                            "8 warps": [10.0, 94.0, 99.0]}},
+                        xs=[128, 1024, 4096], label="BLOCK_SIZE")
+    found = benchmark.print_best_and_worst(results)
+    assert found["Synthetic A100"] == ((100.0, "1 warps", 4096), (10.0, "8 warps", 128), 3)
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100: best 1 warps at BLOCK_SIZE 4096, 100 GB/s; worst 8 warps at "
+        "BLOCK_SIZE 128, 10 (10.0x less); within 5% of the best: 3 of 6, at BLOCK_SIZE "
+        "1024 to 4096")
+
+
+def test_ratios_are_printed_at_every_x(capsys):
+    results = synthetic({"Synthetic A100": {"rows": [30.0, 90.0], "columns": [10.0, 10.0]}},
+                        xs=[1024, 8192])
+    assert benchmark.print_ratios(results, "rows", "columns") == {
+        "Synthetic A100": [3.0, 9.0]}
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100, rows / columns by n: 1,024: 3.00, 8,192: 9.00")
+
+
+def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):
+    peaks = {"torch": [3.0, 6.0], "fused": [1.0, 2.0], "in place": [0.0, 0.0]}
+    results = synthetic({"Synthetic A100": peaks, "Synthetic B200": dict(peaks)},
+                        xs=[1, 2], unit="GiB", label="rows")
+    found = benchmark.print_in_units(results, "inputs", lambda rows: rows * 1.0)
+    assert found["Synthetic B200"] == {"torch": 3.0, "fused": 1.0, "in place": 0.0}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Synthetic A100, rows = 2, in inputs: torch 3.0; fused 1.0; in place 0.0"
+    assert lines[-1] == ("every GPU measured the same GiB: in the plot, one GPU's lines "
+                         "hide the other's")
+
+
+def test_readings_of_no_run_print_nothing(capsys):
+    empty = benchmark.Results("none", label="n", xlabel="n", unit="GB/s", logx=True, runs=[])
+    assert benchmark.print_share_of(empty, "torch") == {}
+    assert benchmark.print_best_and_worst(empty) == {}
+    assert benchmark.print_ratios(empty, "a", "b") == {}
+    assert benchmark.print_in_units(empty, "x", lambda x: 1.0) == {}
+    assert capsys.readouterr().out == ""
+
+
+def test_on_cold_copies_prepares_enough_calls_to_overrun_l2():
+    prepared = []
+    calls = benchmark.on_cold_copies(lambda x: prepared.append(x) or (lambda: x),
+                                     work=lambda x: 2**20)(7)
+    assert len(calls) == benchmark.copies_for_cold_cache(2**20) == len(prepared)
+    assert prepared == [7] * len(calls) and calls[0]() == 7
+
+
+def test_empty_triton_cache_points_triton_elsewhere_and_restores_the_setting(monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
+    with benchmark.empty_triton_cache() as folder:
+        assert os.environ["TRITON_CACHE_DIR"] == folder and os.listdir(folder) == []
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/else"
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    with benchmark.empty_triton_cache():
+        pass
+    assert "TRITON_CACHE_DIR" not in os.environ
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="peak memory needs a CUDA GPU")
+def test_peak_memory_counts_what_the_call_allocates():
+    measure = benchmark.peak_memory(
+        lambda mib: lambda: torch.empty(mib * 2**20, dtype=torch.uint8, device="cuda"))(64)
+    assert measure() == pytest.approx(64 / 1024, rel=0.05)
+
+
+def test_call_floors_take_the_longer_of_host_and_kernel_time(capsys):
+    # n = 10: 2000 FLOPs at 1e-3 TFLOP/s is 2 us on the GPU; n = 100: 2e6 FLOPs, 2000 us.
+    kernels = synthetic({"Synthetic A100": {"ours": [1e-3, 1e-3], "lib": [2e-3, 1e-3]}},
+                        xs=[10, 100], unit="TFLOP/s")
+    host = benchmark.Results("host", label="n", xlabel="n", unit="us per call", logx=True,
+                             runs=[benchmark.Run(
+                                 gpu="Synthetic A100", slug="synthetic-a100", live=False,
+                                 provenance="", xs=[10, 100, 1000], unit="us per call",
+                                 series={"ours, host": [50.0, 60.0, 70.0],
+                                         "lib, host": [10.0, 10.0, 10.0]}, ceiling=None)])
+    floors = benchmark.print_call_floors(host, kernels, ours=("ours, host", "ours"),
+                                         theirs=("lib, host", "lib"), work=lambda n: 2 * n**3)
+    assert floors["Synthetic A100"][10] == pytest.approx((50.0, 2.0, 50.0, 10.0))
+    assert floors["Synthetic A100"][100] == pytest.approx((60.0, 2000.0, 2000.0, 2000.0))
+    assert 1000 not in floors["Synthetic A100"]  # no GPU time at that size
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, ours, host:",
+        "  n = 10: host 50 us, kernel 2.0 us; a call at least 50 us against lib, host's 10: "
+        "0.20x its speed",
+        "  n = 100: host 60 us, kernel 2000.0 us; a call at least 2000 us against lib, "
+        "host's 2000: 1.00x its speed"]
