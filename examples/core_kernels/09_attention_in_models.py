@@ -3,26 +3,25 @@ Attention in real models: grouped heads and decoding
 =====================================================
 
 The :ref:`flash attention page <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>`
-gave every query head its own keys and values, and as many queries as keys. A language
-model calls attention differently. Its query heads share key and value heads, and while it
-generates text, each step adds one new token (or a few) whose queries attend to every key
-cached from the steps before: 1-16 queries against thousands of keys. This page follows
-``triton_guide.attention`` through that call.
+gave every query head its own keys and values, and as many queries as keys. In a language
+model, query heads share key and value heads, and each step of generating text adds one
+token (or a few) whose queries attend to every key cached before: 1-16 queries against
+thousands of keys. This page follows ``triton_guide.attention`` through that call.
 
 You will learn:
 
 * what grouped-query and multi-query attention save: the bytes a decoding step reads,
   counted from the shapes and measured;
 * why decoding is memory-bound, placed on the roofline;
-* flash-decoding in steps: why one program per block of queries leaves the GPU idle,
-  splitting the keys across programs, and merging the partial results by their
-  log-sum-exp;
+* flash-decoding in steps: one program per block of queries leaves the GPU idle, so
+  split the keys across programs and merge the partial results by their log-sum-exp;
 * the causal mask aligned bottom-right, drawn from the kernel's own output;
 * the checks against float64, and the speed next to PyTorch's
   ``scaled_dot_product_attention`` (SDPA), in GPU time and as a program calls it.
 """
 
 # %%
+import functools
 import math
 
 import matplotlib.pyplot as plt
@@ -55,7 +54,8 @@ device = runtime.device()
 # A decoding step multiplies a few query rows by every cached key and value, so it must
 # read the layer's whole cache, ``2 Hk Nk d`` numbers per sequence, for ``4 H Nq Nk d``
 # FLOPs. Fewer key heads mean fewer bytes for the same arithmetic. For 32 query heads of
-# dimension 128 in bfloat16, 8 sequences of 32768 cached tokens, one layer:
+# dimension 128 in bfloat16, 8 sequences of 32768 cached tokens, one layer
+# (``decode_inputs`` makes such inputs for the timings further down):
 
 
 def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element_size=2):
@@ -65,6 +65,14 @@ def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element
     q_and_out = 2 * batch * heads * num_queries * head_dim
     return Cost(flops=4 * batch * heads * num_queries * num_keys * head_dim,
                 bytes=(kv + q_and_out) * element_size)
+
+
+def decode_inputs(batch, kv_heads, num_queries, num_keys, copies=1):
+    """A query and ``copies`` key/value caches (together larger than L2 when copies > 1)."""
+    q = torch.randn(batch, HEADS, num_queries, HEAD_DIM, device=device, dtype=DTYPE)
+    shape = (batch, kv_heads, num_keys, HEAD_DIM)
+    return q, [tuple(torch.randn(shape, device=device, dtype=DTYPE) for _ in "kv")
+               for _ in range(copies)]
 
 
 HEADS, HEAD_DIM, DTYPE, BATCH, CACHED = 32, 128, torch.bfloat16, 8, 32768
@@ -97,15 +105,8 @@ for gpu in sorted(copy_roofs.keys() & gemm_roofs.keys()):
 # %%
 # Below the ridge point the call can go no faster than it reads its bytes. On a GPU each
 # case is timed (GPU time, on copies of the cache in rotation, so that each call reads
-# its cache from memory) and placed at its intensity:
-
-
-def decode_inputs(batch, kv_heads, num_queries, num_keys, copies=1):
-    """A query and ``copies`` key/value caches (together larger than L2 when copies > 1)."""
-    q = torch.randn(batch, HEADS, num_queries, HEAD_DIM, device=device, dtype=DTYPE)
-    shape = (batch, kv_heads, num_keys, HEAD_DIM)
-    return q, [tuple(torch.randn(shape, device=device, dtype=DTYPE) for _ in "kv")
-               for _ in range(copies)]
+# its cache from memory) and placed at its intensity; then its time per call is set
+# against its bytes:
 
 
 def placed_case(name):
@@ -121,18 +122,13 @@ if placed:
     roofline(placed, costs,
              {run.slug: copy_roofs[run.gpu].value for run in placed if run.gpu in copy_roofs})
 
-# %%
-# The time of one call, worked back from each rate, against the bytes each case reads:
-
+# Time per call (worked back from the rates) against bytes: MHA over GQA, GQA over MQA,
+# and GQA's 16 queries over its one:
 mha_mb, gqa_mb, mqa_mb, _ = (cost.bytes / 1e6 for cost in costs.values())
 for run in placed:
-    us = dict(zip(run.xs, run.us_per_call("achieved", lambda x: costs[x].flops)))
-    mha, gqa, mqa, sixteen = (us[name] for name in CASES)
-    print(f"{run.gpu}: per call MHA {mha:,.0f} us, GQA 8:1 {gqa:,.0f} us, MQA {mqa:,.0f} us; "
-          f"GQA with 16 queries {sixteen:,.0f} us")
-    print(f"  MHA / GQA {mha / gqa:.1f}x the time for {mha_mb / gqa_mb:.1f}x the bytes, "
-          f"GQA / MQA {gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries / 1 "
-          f"{sixteen / gqa:.2f}x")
+    mha, gqa, mqa, sixteen = run.us_per_call("achieved", lambda x: costs[x].flops)
+    print(f"{run.gpu}: time {mha / gqa:.1f}x for {mha_mb / gqa_mb:.1f}x the bytes, "
+          f"{gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries {sixteen / gqa:.2f}x")
 
 # %%
 # Flash-decoding, step 1: one program per block of queries
@@ -196,8 +192,8 @@ print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / who
 # The combine kernel does the same from the unnormalised partials, one program per
 # (batch, key head) and block of rows, as the online softmax merges blocks of keys: each
 # split rescales what came before by ``exp(sm_scale (m_old - m_new))`` and its own part by
-# ``exp(sm_scale (m_s - m_new))``, in base 2 as the main kernel works. Its loop over the splits (it then stores the output and the
-# log-sum-exp as the main kernel does):
+# ``exp(sm_scale (m_s - m_new))``, in base 2 as the main kernel works. Its loop over the
+# splits (after it, the output and the log-sum-exp are stored as the main kernel does):
 #
 # .. literalinclude:: /../triton_guide/attention_decode.py
 #    :pyobject: attention_decode_combine_kernel
@@ -241,10 +237,17 @@ for run in steps:
 # sees key ``j`` when ``j <= i + Nk - Nq``. The last query sees every key, and with more
 # queries than keys the first ``Nq - Nk`` see none (their output is 0). FlashAttention
 # 2.1 and later do the same, as does PyTorch's ``causal_lower_right``; SDPA's
-# ``is_causal=True`` aligns top-left instead. The picture below is read off the kernels'
-# output. With all scores equal, a query spreads its weight evenly over the keys it sees,
-# and with the values one-hot (key ``j``'s value is the ``j``-th unit vector) output
-# column ``j`` is non-zero exactly where the query sees key ``j``:
+# ``is_causal=True`` aligns top-left instead. Both kernels ask one helper, with
+# ``diagonal = Nk - Nq`` (the main kernel's ``key_ranges``, in ``attention_tiles.py``,
+# also skips the key blocks past that diagonal):
+#
+# .. literalinclude:: /../triton_guide/attention_decode.py
+#    :pyobject: visible
+#
+# The picture below is read off the kernels' output. With all scores equal, a query
+# spreads its weight evenly over the keys it sees, and with the values one-hot (key
+# ``j``'s value is the ``j``-th unit vector) output column ``j`` is non-zero exactly
+# where the query sees key ``j``:
 
 
 def mask_of_kernel(num_queries, num_keys):
@@ -275,7 +278,7 @@ figure.tight_layout()
 # Fresh random inputs for each case the model's call brings in: grouped heads, one query
 # and several against odd numbers of keys (the decode path), more and fewer queries than
 # keys with the causal mask (the main kernel), in float32 and a 16-bit type, against
-# ``attention_reference`` in float64:
+# ``attention_reference`` in float64 (the path taken, and the relative errors):
 
 cases = {  # name: (heads, kv_heads, num_queries, num_keys, causal)
     "GQA 8:1, 1 query": (16, 2, 1, 1001, False),
@@ -284,16 +287,19 @@ cases = {  # name: (heads, kv_heads, num_queries, num_keys, causal)
     "GQA 2:1, 50 queries on 20 keys, causal": (4, 2, 50, 20, True),
 }
 head_dim = runtime.pick(interpreter=64, gpu=128)
-for dtype in runtime.pick(interpreter=(torch.float32, torch.float16),
-                          gpu=(torch.float32, torch.bfloat16)):
-    for name, (h, hk, nq, nk, causal) in cases.items():
+dtypes = runtime.pick(interpreter=(torch.float32, torch.float16),
+                      gpu=(torch.float32, torch.bfloat16))
+for name, (h, hk, nq, nk, causal) in cases.items():
+    errors = []
+    for dtype in dtypes:
         q = torch.randn(2, h, nq, head_dim, device=device, dtype=dtype)
         k, v = (torch.randn(2, hk, nk, head_dim, device=device, dtype=dtype) for _ in "kv")
         expected = attention_reference(q.double(), k.double(), v.double(), causal=causal)
-        error = assert_close(attention(q, k, v, causal=causal), expected,
-                             rtol=tolerance(dtype, tensor_cores=True))
-        path = "decode" if uses_decode(q, k) else "main"
-        print(f"{str(dtype)[6:]:<8} {name:<40} ({path} path): relative error {error:.1e}")
+        errors.append(assert_close(attention(q, k, v, causal=causal), expected,
+                                   rtol=tolerance(dtype, tensor_cores=True)))
+    path = "decode" if uses_decode(q, k) else "main"
+    print(f"{name:<38} {path:>6}: " + ", ".join(
+        f"{str(dtype)[6:]} {error:.1e}" for dtype, error in zip(dtypes, errors)))
 
 # %%
 # Against SDPA
@@ -308,6 +314,7 @@ for dtype in runtime.pick(interpreter=(torch.float32, torch.float16),
 
 SHAPES = {f"B{b} Nk{n // 1024}k": (b, n) for b in (1, 8, 64) for n in (4096, 32768, 131072)}
 BASELINES = {"flash": "flash", "cuDNN": "cudnn"}  # names in torch.backends.cuda
+sdpa_gqa = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
 refused, stand_in = set(), [False]  # stand_in: the variant just prepared was refused
 
 
@@ -316,14 +323,9 @@ def call_bytes(shape):
     return decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM).bytes
 
 
-def only_backend(backend):
-    """Let SDPA use ``backend`` alone (None: any), set before a measurement, not per call."""
+def only_backend(backend):  # SDPA's backend: set before a measurement, not in each call
     for name in ("flash", "mem_efficient", "math", "cudnn"):
         getattr(torch.backends.cuda, f"enable_{name}_sdp")(backend in (None, name))
-
-
-def sdpa(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 # %%
 # Each variant prepares its calls; SDPA's are first checked to give our answer (a
@@ -335,7 +337,7 @@ def decode_case(backend, gpu_time):
         copies = copies_for_cold_cache(call_bytes(shape), at_least=1) if gpu_time else 1
         q, caches = decode_inputs(SHAPES[shape][0], kv_heads, 1, SHAPES[shape][1], copies)
         only_backend(backend)
-        call, stand_in[0] = (attention if backend is None else sdpa), False
+        call, stand_in[0] = (attention if backend is None else sdpa_gqa), False
         try:
             assert_close(call(q, *caches[0]), attention(q, *caches[0]),
                          rtol=tolerance(DTYPE, tensor_cores=True))
