@@ -397,13 +397,14 @@ if not on_gpu and not as_called:
 # %%
 # Takeaways
 # ---------
-# * Grouped heads cut the bytes a decoding step reads by the group size, for the same
-#   arithmetic; a memory-bound call's time follows its bytes (the times printed above).
+# * Grouped heads cut the bytes of keys and values a decoding step reads by the group
+#   size, for the same arithmetic; how closely the time follows is printed above.
 # * Decoding's intensity, about ``(H / Hk) x Nq`` FLOPs per byte, lies below every GPU's
 #   ridge point printed here: the cache's bytes set the time.
-# * One program per block of queries gives a decoding step only ``batch x Hk`` programs.
-#   Split the keys across programs and merge the partial results by their log-sum-exp,
-#   weighing each by ``exp(lse_s - lse)``; averaging them is wrong.
+# * Packing a group's queries into one tile reads each key once per group, but leaves a
+#   decoding step ``batch x Hk`` programs. Split the keys across programs and merge the
+#   partial results by their log-sum-exp, weighing each by ``exp(lse_s - lse)``;
+#   averaging them is wrong.
 # * With a cache, the causal mask is aligned bottom-right: query ``i`` sees keys up to
 #   ``i + Nk - Nq``.
 # * Compare a decoding kernel in GPU time and as called: a call that reads a few MB is
