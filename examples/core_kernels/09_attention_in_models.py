@@ -59,8 +59,7 @@ device = runtime.device()
 
 
 def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element_size=2):
-    """One decoding call: the FLOPs of its two products and the bytes it must move at
-    least (keys and values once, queries read and output written once)."""
+    """FLOPs, and bytes moved at least: k, v and q read once, the output written once."""
     kv = 2 * batch * kv_heads * num_keys * head_dim
     q_and_out = 2 * batch * heads * num_queries * head_dim
     return Cost(flops=4 * batch * heads * num_queries * num_keys * head_dim,
@@ -68,7 +67,6 @@ def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element
 
 
 def decode_inputs(batch, kv_heads, num_queries, num_keys, copies=1):
-    """A query and ``copies`` key/value caches (together larger than L2 when copies > 1)."""
     q = torch.randn(batch, HEADS, num_queries, HEAD_DIM, device=device, dtype=DTYPE)
     shape = (batch, kv_heads, num_keys, HEAD_DIM)
     return q, [tuple(torch.randn(shape, device=device, dtype=DTYPE) for _ in "kv")
@@ -159,12 +157,14 @@ for batch in (1, 8, 64):
 # program ``(split, batch x key head)`` reads one range of ``keys_per_split`` keys and
 # runs the online softmax over it alone. :func:`~triton_guide.attention_decode.decode_splits`
 # picks the number of splits from the shape: up to two programs per SM, and no split
-# shorter than 128 keys. Each program ends with a *partial* result, for each row: the
-# unnormalised output ``acc``, the running maximum ``m`` and the normaliser ``l``, written
-# to a float32 buffer:
+# shorter than 128 keys. Each program ends with a *partial* result for each row: the
+# unnormalised output ``acc``, the running maximum ``m`` and the normaliser ``l``. The
+# kernel up to that point (after it, the three are written to a float32 buffer, or, with
+# one split, ``FINAL``, the finished rows are stored as the main kernel stores them):
 #
 # .. literalinclude:: /../triton_guide/attention_decode.py
 #    :pyobject: attention_decode_split_kernel
+#    :end-before: if FINAL:
 
 # %%
 # Step 3: merge the partial results by their log-sum-exp
@@ -189,21 +189,22 @@ print(f"4 chunks of 250 keys merged by log-sum-exp: relative error "
 print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / whole.norm():.2f}")
 
 # %%
-# The combine kernel does the same from the unnormalised partials, one program per
-# (batch, key head) and block of rows, as the online softmax merges blocks of keys: each
-# split rescales what came before by ``exp(sm_scale (m_old - m_new))`` and its own part by
-# ``exp(sm_scale (m_s - m_new))``, in base 2 as the main kernel works. Its loop over the
-# splits (after it, the output and the log-sum-exp are stored as the main kernel does):
+# The combine kernel does the same from the unnormalised partials, as the online softmax
+# merges blocks of keys: with ``m_new`` the largest maximum so far, what came before is
+# rescaled by ``exp(sm_scale (m_old - m_new))`` and each split's part by
+# ``exp(sm_scale (m_s - m_new))``, in base 2 as the main kernel works. One program per
+# row of a group loads ``BLOCK_S`` splits at a time as one tile:
 #
 # .. literalinclude:: /../triton_guide/attention_decode.py
 #    :pyobject: attention_decode_combine_kernel
-#    :start-at: for split in range(num_splits):
-#    :end-before: # The group's rows
+#    :start-at: for first in range(0, num_splits, BLOCK_S):
+#    :end-before: head_rows = batch_kv_head
 #    :dedent: 4
 #
 # What the split buys, timed on a GPU for one query of GQA 8:1 against 32768 keys, in
 # bytes moved per second (GPU time; the cache is nearly all of them): all keys in one
-# program per (batch, key head), against the split that ``decode_splits`` picks:
+# program per (batch, key head), which stores the finished rows (no combine), against
+# the split that ``decode_splits`` picks:
 
 
 def step_bytes(batch):
@@ -358,18 +359,15 @@ def decode_sweep(timing, gpu_time):
                        ceiling="copy", logx=False, gpu_time=gpu_time)
 
 # %%
-# GPU time, then as called:
+# The two sweeps, then what they say for each GPU: ours over each backend (above 1,
+# ours is faster), the range over the shapes and where it is lowest, and how many shapes
+# reach 1.0x; then where the host, not the kernel, sets our time as called:
 
 on_gpu = decode_sweep("GPU time", gpu_time=True)
 as_called = decode_sweep("as called", gpu_time=False)
 only_backend(None)  # SDPA may choose its backend again
 if refused:
     print(f"refused: {', '.join(sorted(refused))}")
-
-# %%
-# What the sweeps say, for each GPU: ours over each backend (above 1, ours is faster),
-# the range over the shapes and where it is lowest, and how many shapes reach 1.0x;
-# then where the host, not the kernel, sets our time as called:
 
 
 def ratio_line(run, baseline):
