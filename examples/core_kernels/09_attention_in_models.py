@@ -124,9 +124,10 @@ if placed:
 # and GQA's 16 queries over its one:
 mha_mb, gqa_mb, mqa_mb, _ = (cost.bytes / 1e6 for cost in costs.values())
 for run in placed:
-    mha, gqa, mqa, sixteen = run.us_per_call("achieved", lambda x: costs[x].flops)
+    us = dict(zip(run.xs, run.us_per_call("achieved", lambda x: costs[x].flops)))
+    mha, gqa, mqa, sixteen = (us[name] for name in CASES)
     print(f"{run.gpu}: time {mha / gqa:.1f}x for {mha_mb / gqa_mb:.1f}x the bytes, "
-          f"{gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries {sixteen / gqa:.2f}x")
+          f"{gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries {sixteen / gqa:.2f}x one's")
 
 # %%
 # Flash-decoding, step 1: one program per block of queries
