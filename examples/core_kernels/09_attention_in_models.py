@@ -1,0 +1,417 @@
+"""
+Attention in real models: grouped heads and decoding
+=====================================================
+
+The :ref:`flash attention page <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>`
+gave every query head its own keys and values, and as many queries as keys. In a language
+model, query heads share key and value heads, and each step of generating text adds one
+token (or a few) whose queries attend to every key cached before: 1-16 queries against
+thousands of keys. This page follows ``triton_guide.attention`` through that call.
+
+You will learn:
+
+* what grouped-query and multi-query attention save: the bytes a decoding step reads,
+  counted from the shapes and measured;
+* why decoding is memory-bound, placed on the roofline;
+* flash-decoding in steps: one program per block of queries leaves the GPU idle, so
+  split the keys across programs and merge the partial results by their log-sum-exp;
+* the causal mask aligned bottom-right, drawn from the kernel's own output;
+* the checks against float64, and the speed next to PyTorch's
+  ``scaled_dot_product_attention`` (SDPA), in GPU time and as a program calls it.
+"""
+
+# %%
+import functools
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from triton_guide import attention, attention_reference, runtime
+from triton_guide.attention_decode import (attention_decode, decode_block_n, decode_splits,
+                                           uses_decode, visible_keys)
+from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s,
+                                    roofline, tflop_per_s)
+from triton_guide.hardware import multiprocessors
+from triton_guide.testing import assert_close, tolerance
+from triton_guide.traffic import Cost
+
+torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
+bench = Benchmark()  # timings: live on a GPU, else the recorded ones
+print(bench.stamp())
+device = runtime.device()
+
+# %%
+# Grouped heads: fewer keys and values to read
+# --------------------------------------------
+# In multi-head attention (MHA) each of the ``H`` query heads has its own key and value
+# head. Grouped-query attention (GQA) gives ``H / Hk`` query heads one key and value head
+# between them: query head ``h`` reads key head ``h // (H / Hk)``. Multi-query attention
+# (MQA) is the extreme, one key and value head for all. ``attention`` takes ``k`` and
+# ``v`` of shape ``(batch, Hk, Nk, d)`` beside ``q`` of shape ``(batch, H, Nq, d)``.
+#
+# A decoding step multiplies a few query rows by every cached key and value, so it must
+# read the layer's whole cache, ``2 Hk Nk d`` numbers per sequence, for ``4 H Nq Nk d``
+# FLOPs. Fewer key heads mean fewer bytes for the same arithmetic. For 32 query heads of
+# dimension 128 in bfloat16, 8 sequences of 32768 cached tokens, one layer
+# (``decode_inputs`` makes such inputs for the timings further down):
+
+
+def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element_size=2):
+    """FLOPs, and bytes moved at least: k, v and q read once, the output written once."""
+    kv = 2 * batch * kv_heads * num_keys * head_dim
+    q_and_out = 2 * batch * heads * num_queries * head_dim
+    return Cost(flops=4 * batch * heads * num_queries * num_keys * head_dim,
+                bytes=(kv + q_and_out) * element_size)
+
+
+def decode_inputs(batch, kv_heads, num_queries, num_keys, copies=1):
+    q = torch.randn(batch, HEADS, num_queries, HEAD_DIM, device=device, dtype=DTYPE)
+    shape = (batch, kv_heads, num_keys, HEAD_DIM)
+    return q, [tuple(torch.randn(shape, device=device, dtype=DTYPE) for _ in "kv")
+               for _ in range(copies)]
+
+
+HEADS, HEAD_DIM, DTYPE, BATCH, CACHED = 32, 128, torch.bfloat16, 8, 32768
+CASES = {"MHA 32:32, 1 query": (32, 1), "GQA 8:1, 1 query": (4, 1),  # (key heads, queries)
+         "MQA 32:1, 1 query": (1, 1), "GQA 8:1, 16 queries": (4, 16)}
+costs = {name: decode_cost(BATCH, HEADS, kv_heads, queries, CACHED, HEAD_DIM)
+         for name, (kv_heads, queries) in CASES.items()}
+for name, cost in costs.items():
+    print(f"{name:<20} reads {cost.bytes / 1e9:5.2f} GB for {cost.flops / 1e9:5.1f} GFLOP: "
+          f"{cost.intensity:6.2f} FLOP/byte")
+
+# %%
+# Decoding is memory-bound
+# ------------------------
+# The bytes are per key head and the FLOPs per query head and per query, so the
+# intensity is about ``(H / Hk) x Nq`` FLOPs per byte in 16-bit types: 1 for MHA with
+# one query, 8 for GQA 8:1, 128 for GQA 8:1 with 16 queries (as when speculative
+# decoding checks several draft tokens at once). A GPU's ridge point, where its roof
+# turns from the memory bandwidth to the arithmetic rate, is the rate of a float16
+# cuBLAS product (bfloat16 runs on the same tensor cores) over the copy bandwidth, both
+# measured:
+
+copy_roofs, gemm_roofs = bench.ceilings("copy"), bench.ceilings("gemm_fp16")
+highest = max(cost.intensity for cost in costs.values())
+for gpu in sorted(copy_roofs.keys() & gemm_roofs.keys()):
+    ridge = gemm_roofs[gpu].value * 1e3 / copy_roofs[gpu].value
+    print(f"{gpu}: ridge point {ridge:.0f} FLOP/byte, {ridge / highest:.1f}x the most "
+          f"intense case here ({highest:.0f} FLOP/byte)")
+
+# %%
+# Below the ridge point the call can go no faster than it reads its bytes. On a GPU each
+# case is timed (GPU time, on copies of the cache in rotation, so that each call reads
+# its cache from memory) and placed at its intensity; then its time per call is set
+# against its bytes:
+
+
+def placed_case(name):
+    copies = copies_for_cold_cache(costs[name].bytes, at_least=1)
+    q, caches = decode_inputs(BATCH, *CASES[name], CACHED, copies)
+    return [lambda k=k, v=v: attention(q, k, v) for k, v in caches]
+
+
+placed = bench.sweep("decoding on the roofline", list(CASES), {"achieved": placed_case},
+                     lambda name, ms: tflop_per_s(costs[name].flops, ms), label="case",
+                     unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=True)
+if placed:
+    roofline(placed, costs,
+             {run.slug: copy_roofs[run.gpu].value for run in placed if run.gpu in copy_roofs})
+
+# Time per call (worked back from the rates) against bytes: MHA over GQA, GQA over MQA,
+# and GQA's 16 queries over its one:
+mha_mb, gqa_mb, mqa_mb, _ = (cost.bytes / 1e6 for cost in costs.values())
+for run in placed:
+    us = dict(zip(run.xs, run.us_per_call("achieved", lambda x: costs[x].flops)))
+    mha, gqa, mqa, sixteen = (us[name] for name in CASES)
+    print(f"{run.gpu}: time {mha / gqa:.1f}x for {mha_mb / gqa_mb:.1f}x the bytes, "
+          f"{gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries {sixteen / gqa:.2f}x one's")
+
+# %%
+# Flash-decoding, step 1: one program per block of queries
+# --------------------------------------------------------
+# The main forward kernel gives each program a block of ``BLOCK_M`` query rows of one
+# (batch, head) and walks it over every key. With one query per head that is one
+# program per query head, each reading all ``Nk`` keys of its group on its own, while the
+# group's other heads read the same keys. The decode kernel's first change is to pack
+# the group's queries (``group_size x Nq`` rows) into one tile, so that one program reads
+# each key once for the whole group. That leaves one program per (batch, key head) on a
+# GPU of over a hundred SMs (an H100's count below, the GPU's own on a GPU):
+
+sms = multiprocessors(device) if device.type == "cuda" else 132
+kv_heads, num_keys = 4, CACHED  # GQA 8:1
+block_n = decode_block_n(HEAD_DIM, 2)  # keys per step, for head_dim 128 in 16 bits
+print(f"the programs of one decoding step, on {sms} SMs:")
+print("batch  per query head  per key head  per SM  splits x keys = programs")
+for batch in (1, 8, 64):
+    splits, keys_per_split = decode_splits(batch * kv_heads, num_keys, block_n, sms)
+    print(f"{batch:>5}  {batch * HEADS:>14}  {batch * kv_heads:>12}  "
+          f"{batch * kv_heads / sms:>6.2f}  {splits:>6} x {keys_per_split:>5} = "
+          f"{splits * batch * kv_heads}")
+
+# %%
+# Step 2: split the keys across programs
+# --------------------------------------
+# When one program per (batch, key head) cannot fill the GPU, the keys can be split:
+# program ``(split, batch x key head)`` reads one range of ``keys_per_split`` keys and
+# runs the online softmax over it alone. :func:`~triton_guide.attention_decode.decode_splits`
+# picks the number of splits from the shape: up to two programs per SM, and no split
+# shorter than 128 keys. Each program ends with a *partial* result for each row: the
+# unnormalised output ``acc``, the running maximum ``m`` and the normaliser ``l``. The
+# kernel up to that point (after it, the three are written to a float32 buffer, or, with
+# one split, ``FINAL``, the finished rows are stored as the main kernel stores them):
+#
+# .. literalinclude:: /../triton_guide/attention_decode.py
+#    :pyobject: attention_decode_split_kernel
+#    :end-before: if FINAL:
+
+# %%
+# Step 3: merge the partial results by their log-sum-exp
+# ------------------------------------------------------
+# A split's ``m`` and ``l`` give its log-sum-exp, ``lse_s = sm_scale x m_s + log l_s``: the
+# log of the total weight its keys got. The softmax over all keys weighs each split's
+# normalised output by its share of the total weight, ``exp(lse_s - lse)``, where
+# ``lse = log(sum_s exp(lse_s))``. The same merge, in PyTorch, on the outputs and
+# log-sum-exps that ``attention`` returns for chunks of the keys:
+
+q = torch.randn(1, 8, 1, 64, device=device)
+k, v = (torch.randn(1, 1, 1000, 64, device=device) for _ in "kv")
+parts = [attention(q, k[:, :, s:s + 250], v[:, :, s:s + 250], return_lse=True)
+         for s in range(0, 1000, 250)]
+lse = torch.logsumexp(torch.stack([part_lse for _, part_lse in parts]), dim=0)
+merged = sum(torch.exp(part_lse - lse)[..., None] * out for out, part_lse in parts)
+whole, whole_lse = attention(q, k, v, return_lse=True)
+plain_mean = sum(out for out, _ in parts) / len(parts)
+print(f"4 chunks of 250 keys merged by log-sum-exp: relative error "
+      f"{(merged - whole).norm() / whole.norm():.1e}, lse off by at most "
+      f"{(lse - whole_lse).abs().max():.1e}")
+print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / whole.norm():.2f}")
+
+# %%
+# The combine kernel does the same from the unnormalised partials, as the online softmax
+# merges blocks of keys: with ``m_new`` the largest maximum so far, what came before is
+# rescaled by ``exp(sm_scale (m_old - m_new))`` and each split's part by
+# ``exp(sm_scale (m_s - m_new))``, in base 2 as the main kernel works. One program per
+# row of a group loads ``BLOCK_S`` splits at a time as one tile:
+#
+# .. literalinclude:: /../triton_guide/attention_decode.py
+#    :pyobject: attention_decode_combine_kernel
+#    :start-at: for first in range(0, num_splits, BLOCK_S):
+#    :end-before: head_rows = batch_kv_head
+#    :dedent: 4
+#
+# What the split buys, timed on a GPU for one query of GQA 8:1 against 32768 keys, in
+# bytes moved per second (GPU time; the cache is nearly all of them): all keys in one
+# program per (batch, key head), which stores the finished rows (no combine), against
+# the split that ``decode_splits`` picks:
+
+
+def step_bytes(batch):
+    return decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM).bytes
+
+
+def decode_step(num_splits):
+    def prepare(batch):
+        copies = copies_for_cold_cache(step_bytes(batch))
+        q, caches = decode_inputs(batch, kv_heads, 1, num_keys, copies)
+        scale = HEAD_DIM ** -0.5
+        return [lambda k=k, v=v: attention_decode(q, k, v, False, scale, num_splits=num_splits)
+                for k, v in caches]
+    return prepare
+
+
+steps = bench.sweep("flash-decoding: one program per key head, then split keys", [1, 8, 64],
+                    {"one split": decode_step(1), "split keys": decode_step(None)},
+                    lambda batch, ms: gb_per_s(step_bytes(batch), ms),
+                    label="batch", unit="GB/s", ceiling="copy", gpu_time=True)
+for run in steps:
+    print(f"{run.gpu}: splitting the keys is " + ", ".join(
+        f"{split / one:.1f}x as fast at batch {b}"
+        for b, one, split in zip(run.xs, run["one split"], run["split keys"])))
+
+# %%
+# Causal masking, aligned bottom-right
+# ------------------------------------
+# With a cache, the ``Nq`` new queries are the *last* ``Nq`` positions of the sequence,
+# so a causal mask must line up their diagonal with the end of the keys: query ``i``
+# sees key ``j`` when ``j <= i + Nk - Nq``. The last query sees every key, and with more
+# queries than keys the first ``Nq - Nk`` see none (their output is 0). FlashAttention
+# 2.1 and later do the same, as does PyTorch's ``causal_lower_right``; SDPA's
+# ``is_causal=True`` aligns top-left instead. Both kernels ask one helper, with
+# ``diagonal = Nk - Nq`` (the main kernel's ``key_ranges``, in ``attention_tiles.py``,
+# also skips the key blocks past that diagonal):
+#
+# .. literalinclude:: /../triton_guide/attention_decode.py
+#    :pyobject: visible
+#
+# The picture below is read off the kernels' output. With all scores equal, a query
+# spreads its weight evenly over the keys it sees, and with the values one-hot (key
+# ``j``'s value is the ``j``-th unit vector) output column ``j`` is non-zero exactly
+# where the query sees key ``j``:
+
+
+def mask_of_kernel(num_queries, num_keys):
+    q = torch.zeros(1, 1, num_queries, 16, device=device)
+    k = torch.zeros(1, 1, num_keys, 16, device=device)
+    v = torch.eye(num_keys, 16, device=device)[None, None]  # one-hot rows
+    return (attention(q, k, v, causal=True)[0, 0, :, :num_keys] > 0).cpu()
+
+
+figure, panels = plt.subplots(1, 2, figsize=(8, 2.6))
+for axes, (nq, nk) in zip(panels, [(4, 16), (24, 16)]):
+    seen = mask_of_kernel(nq, nk)
+    assert torch.equal(seen, visible_keys(nq, nk, causal=True)), (nq, nk)
+    path = "decode kernel" if nq <= 16 else "main kernel"
+    axes.imshow(seen, cmap="Blues", vmin=0, vmax=1.4, aspect="auto")
+    axes.plot([-0.5, nk - 0.5], [nq - nk - 0.5, nq - 0.5], color="black", linewidth=1,
+              label="j = i + Nk - Nq")
+    axes.set(xlim=(-0.5, nk - 0.5), ylim=(nq - 0.5, -0.5), xlabel="key j", ylabel="query i",
+             title=f"{nq} queries, {nk} keys ({path})")
+    print(f"Nq={nq}, Nk={nk} ({path}): the kernel's mask equals visible_keys; rows that "
+          f"see no key: {int((~seen.any(dim=1)).sum())}")
+panels[1].legend(loc="upper right", fontsize=8)
+figure.tight_layout()
+
+# %%
+# Checks against float64
+# ----------------------
+# Fresh random inputs for each case the model's call brings in: grouped heads, one query
+# and several against odd numbers of keys (the decode path), more and fewer queries than
+# keys with the causal mask (the main kernel), in float32 and a 16-bit type, against
+# ``attention_reference`` in float64 (the path taken, and the relative errors):
+
+cases = {  # name: (heads, kv_heads, num_queries, num_keys, causal)
+    "GQA 8:1, 1 query": (16, 2, 1, 1001, False),
+    "GQA 4:1, 5 queries, causal": (8, 2, 5, 777, True),
+    "MQA, 37 queries, causal": (4, 1, 37, 301, True),
+    "GQA 2:1, 50 queries on 20 keys, causal": (4, 2, 50, 20, True),
+}
+head_dim = runtime.pick(interpreter=64, gpu=128)
+dtypes = runtime.pick(interpreter=(torch.float32, torch.float16),
+                      gpu=(torch.float32, torch.bfloat16))
+for name, (h, hk, nq, nk, causal) in cases.items():
+    errors = []
+    for dtype in dtypes:
+        q = torch.randn(2, h, nq, head_dim, device=device, dtype=dtype)
+        k, v = (torch.randn(2, hk, nk, head_dim, device=device, dtype=dtype) for _ in "kv")
+        expected = attention_reference(q.double(), k.double(), v.double(), causal=causal)
+        errors.append(assert_close(attention(q, k, v, causal=causal), expected,
+                                   rtol=tolerance(dtype, tensor_cores=True)))
+    path = "decode" if uses_decode(q, k) else "main"
+    print(f"{name:<38} {path:>6}: " + ", ".join(
+        f"{str(dtype)[6:]} {error:.1e}" for dtype, error in zip(dtypes, errors)))
+
+# %%
+# Against SDPA
+# ------------
+# One query (a decoding step) of 32 heads on 4 key heads (GQA 8:1), head dimension 128,
+# bfloat16, batch 1 to 64, against 4096 to 131072 cached keys. The baselines are
+# ``F.scaled_dot_product_attention(..., enable_gqa=True)`` on its FlashAttention and
+# cuDNN backends, selected before each measurement. The rate is bytes moved per second
+# (the cache, nearly all of them), under the copy ceiling. First in GPU time (the host left
+# out: the kernels' cost), then as a program calls it, host included (how the site times:
+# :doc:`/measuring`):
+
+SHAPES = {f"B{b} Nk{n // 1024}k": (b, n) for b in (1, 8, 64) for n in (4096, 32768, 131072)}
+BASELINES = {"flash": "flash", "cuDNN": "cudnn"}  # names in torch.backends.cuda
+sdpa_gqa = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
+refused, stand_in = set(), [False]  # stand_in: the variant just prepared was refused
+
+
+def call_bytes(shape):
+    batch, num_keys = SHAPES[shape]
+    return decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM).bytes
+
+
+def only_backend(backend):  # SDPA's backend: set before a measurement, not in each call
+    for name in ("flash", "mem_efficient", "math", "cudnn"):
+        getattr(torch.backends.cuda, f"enable_{name}_sdp")(backend in (None, name))
+
+# %%
+# Each variant prepares its calls; SDPA's are first checked to give our answer (a
+# backend that refuses a shape is timed on a stand-in and shown as nan):
+
+
+def decode_case(backend, gpu_time):
+    def prepare(shape):
+        copies = copies_for_cold_cache(call_bytes(shape), at_least=1) if gpu_time else 1
+        q, caches = decode_inputs(SHAPES[shape][0], kv_heads, 1, SHAPES[shape][1], copies)
+        only_backend(backend)
+        call, stand_in[0] = (attention if backend is None else sdpa_gqa), False
+        try:
+            assert_close(call(q, *caches[0]), attention(q, *caches[0]),
+                         rtol=tolerance(DTYPE, tensor_cores=True))
+        except RuntimeError:  # the backend does not take this shape
+            refused.add(f"{backend} at {shape}")
+            call, stand_in[0] = (lambda q, k, v: q.add(0)), True
+        calls = [lambda k=k, v=v: call(q, k, v) for k, v in caches]
+        return calls if gpu_time else calls[0]
+    return prepare
+
+
+def decode_sweep(timing, gpu_time):
+    variants = {"ours": decode_case(None, gpu_time)}
+    variants |= {name: decode_case(backend, gpu_time) for name, backend in BASELINES.items()}
+    return bench.sweep(f"decoding against SDPA, {timing}", list(SHAPES), variants,
+                       lambda shape, ms: math.nan if stand_in[0] else gb_per_s(
+                           call_bytes(shape), ms), label="shape", unit="GB/s",
+                       ceiling="copy", logx=False, gpu_time=gpu_time)
+
+# %%
+# The two sweeps, then what they say for each GPU: ours over each backend (above 1,
+# ours is faster), the range over the shapes and where it is lowest, and how many shapes
+# reach 1.0x; then where the host, not the kernel, sets our time as called:
+
+on_gpu = decode_sweep("GPU time", gpu_time=True)
+as_called = decode_sweep("as called", gpu_time=False)
+only_backend(None)  # SDPA may choose its backend again
+if refused:
+    print(f"refused: {', '.join(sorted(refused))}")
+
+
+def ratio_line(run, baseline):
+    ratios = {x: ours / theirs for x, ours, theirs in zip(run.xs, run["ours"], run[baseline])
+              if not math.isnan(ours / theirs)}
+    if not ratios:
+        return f"{baseline} refused every shape"
+    low = min(ratios, key=ratios.get)
+    return (f"ours / {baseline} {ratios[low]:.2f}-{max(ratios.values()):.2f}x, lowest at "
+            f"{low}; 1.0x or more at {sum(r >= 1 for r in ratios.values())} of {len(ratios)}")
+
+
+for timing, results in (("GPU time", on_gpu), ("as called", as_called)):
+    for run, baseline in ((run, b) for run in results for b in BASELINES):
+        print(f"{run.gpu}, {timing}, {ratio_line(run, baseline)}")
+for gpu_run, called_run in ((g, c) for g in on_gpu for c in as_called if c.gpu == g.gpu):
+    kernel, call = (r.us_per_call("ours", call_bytes) for r in (gpu_run, called_run))
+    slow = [f"{x} ({c:.0f} us, {g:.0f} on the GPU)"
+            for x, g, c in zip(gpu_run.xs, kernel, call) if c > 2 * g]
+    print(f"{gpu_run.gpu}: ours as called over twice its GPU time at {len(slow)} of "
+          f"{len(kernel)} shapes" + (f": {', '.join(slow)}" if slow else ""))
+if not on_gpu and not as_called:
+    print("No GPU has recorded these sweeps yet: the comparison with SDPA waits for one.")
+
+# %%
+# Takeaways
+# ---------
+# * Grouped heads cut the bytes of keys and values a decoding step reads by the group
+#   size, for the same arithmetic; how closely the time follows is printed above.
+# * Decoding's intensity, about ``(H / Hk) x Nq`` FLOPs per byte, lies below every GPU's
+#   ridge point printed here: the cache's bytes set the time.
+# * Packing a group's queries into one tile reads each key once per group, but leaves a
+#   decoding step ``batch x Hk`` programs. Split the keys across programs and merge the
+#   partial results by their log-sum-exp, weighing each by ``exp(lse_s - lse)``;
+#   averaging them is wrong.
+# * With a cache, the causal mask is aligned bottom-right: query ``i`` sees keys up to
+#   ``i + Nk - Nq``.
+# * Compare a decoding kernel in GPU time and as called: a call that reads a few MB is
+#   over in microseconds, and then the host's launch can decide the time.
+#
+# Used here: :func:`~triton_guide.attention.attention`,
+# :func:`triton_guide.attention_reference`,
+# :func:`triton_guide.attention_decode.attention_decode`,
+# :func:`triton_guide.attention_decode.decode_splits`,
+# :func:`triton_guide.attention_decode.visible_keys`,
+# :func:`triton_guide.benchmark.roofline`, :class:`triton_guide.benchmark.Benchmark`.
