@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import runpy
-import subprocess
 import sys
 import time
 import traceback
@@ -41,7 +40,7 @@ import triton  # noqa: E402
 
 from triton_guide import attention_reference, matmul_reference  # noqa: E402
 from triton_guide.pipelining import (check_variants, launch_attention, launch_matmul,  # noqa: E402
-                                     print_outcomes)
+                                     print_outcomes, warp_specialize_refusal)
 from triton_guide.testing import tolerance  # noqa: E402
 
 
@@ -77,32 +76,6 @@ def bfloat16_checks() -> dict:
     return out
 
 
-PROBE = """
-import torch
-from triton_guide.pipelining import launch_matmul, launch_attention, compiler_facts
-a = torch.randn(256, 512, device="cuda", dtype=torch.float16)
-print("matmul", compiler_facts(launch_matmul(a, a.t().contiguous(), num_stages=3,
-                                             warp_specialize=True)[1]), flush=True)
-q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
-print("attention", compiler_facts(launch_attention(q, q, q, num_stages=2, num_warps=8,
-                                                   warp_specialize=True)[1]), flush=True)
-"""
-
-
-def probe_warp_specialize() -> dict:
-    """Compile both kernels with warp_specialize=True in a child process: a compiler that
-    crashes or hangs on it would take the page (and a site build) down with it."""
-    try:
-        child = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True,
-                               text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    except subprocess.TimeoutExpired:
-        return {"returncode": None, "verdict": "hung for 300 s"}
-    last = (child.stdout + child.stderr).strip().splitlines()[-6:]
-    verdict = ("compiled and ran (or raised a Python error: see output)"
-               if child.returncode in (0, 1) else f"the process died (status {child.returncode})")
-    return {"returncode": child.returncode, "verdict": verdict, "output": last}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="where to write the results (JSON)")
@@ -120,13 +93,9 @@ def main() -> int:
 
     print(f"== warp_specialize=True in a child process ({report['gpu']}, triton "
           f"{triton.__version__})", flush=True)
-    report["probe"] = probe_warp_specialize()
-    print(f"{report['probe']['verdict']}\n  " + "\n  ".join(report["probe"].get("output", [])))
-    if report["probe"]["returncode"] not in (0, 1):
-        report["failed"].append(f"warp_specialize probe: {report['probe']['verdict']}; the "
-                                "page must not try warp_specialize with this Triton")
-        save()
-        return 1
+    refusal = warp_specialize_refusal(timeout_s=300)
+    report["warp_specialize"] = refusal or "compiled and ran"
+    print(report["warp_specialize"], flush=True)
     save()
 
     print("\n== bfloat16 checks", flush=True)

@@ -10,7 +10,7 @@ import torch
 from triton.runtime.errors import OutOfResources
 
 from conftest import FLOAT_DTYPES
-from triton_guide import attention_reference, matmul_reference
+from triton_guide import attention_reference, matmul_reference, pipelining
 from triton_guide.pipelining import (ATTENTION_TILE, MATMUL_TILE, attention_pipelined,
                                      check_variants, compiler_facts, launch_matmul,
                                      matmul_pipelined, print_outcomes, programs_per_sm,
@@ -180,3 +180,24 @@ def test_runnable_leaves_out_variants_that_failed_anywhere():
     outcomes = {"fine": {1: {"error": 1e-4}, 2: {"error": 1e-4}},
                 "refused at 2": {1: {"error": 1e-4}, 2: {"failure": "OutOfResources"}}}
     assert runnable(outcomes) == ["fine"]
+
+
+@pytest.mark.skipif(not interpreting(), reason="the interpreter's case")
+def test_warp_specialize_is_not_tried_under_the_interpreter():
+    assert pipelining.warp_specialize_refusal(timeout_s=0.01) is None
+
+
+@pytest.mark.parametrize("probe, expected", [
+    ("", None),
+    ("raise RuntimeError('no partitions for this loop')",
+     "RuntimeError: no partitions for this loop"),
+    ("raise ValueError('see /tmp/x.py')", "ValueError"),
+    ("import os; os.abort()", "the process running a first launch died (status -6)"),
+    ("import time; time.sleep(30)", "a first launch did not finish within 2 s"),
+])
+def test_warp_specialize_refusal_says_why_in_a_few_words(monkeypatch, probe, expected):
+    # The child process runs whatever the probe is: here, stand-ins for a launch that
+    # works, raises, crashes and hangs.
+    monkeypatch.setattr(pipelining, "interpreting", lambda: False)
+    monkeypatch.setattr(pipelining, "_WARP_SPECIALIZE_PROBE", probe)
+    assert pipelining.warp_specialize_refusal(timeout_s=2) == expected

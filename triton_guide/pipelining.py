@@ -24,6 +24,10 @@ interpreter), for :func:`compiler_facts`.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 import triton
@@ -306,3 +310,42 @@ def runnable(outcomes: dict[str, dict]) -> list[str]:
     """The variants that compiled, ran and matched the reference at every stage count."""
     return [name for name, row in outcomes.items()
             if all("failure" not in outcome for outcome in row.values())]
+
+
+# Compiled and run in a child process by :func:`warp_specialize_refusal`.
+_WARP_SPECIALIZE_PROBE = """
+import torch
+from triton_guide.pipelining import launch_attention, launch_matmul
+a = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+launch_matmul(a, a.t().contiguous(), num_stages=3, warp_specialize=True)
+q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
+launch_attention(q, q, q, num_stages=2, num_warps=8, warp_specialize=True)
+torch.cuda.synchronize()
+"""
+
+
+def warp_specialize_refusal(timeout_s: float = 120.0) -> str | None:
+    """None where both kernels compile and run with ``warp_specialize=True`` on this GPU and
+    Triton, else why not, in a few words. The attempt runs in a child process with a time
+    limit, so that a compiler that crashes or never finishes, or a kernel that never
+    returns, costs that process only. Under the interpreter, which compiles nothing and
+    ignores the flag: None, without trying."""
+    if interpreting():
+        return None
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        child = subprocess.run([sys.executable, "-c", _WARP_SPECIALIZE_PROBE],
+                               capture_output=True, text=True, timeout=timeout_s,
+                               env={**os.environ, "PYTHONPATH": path})
+    except subprocess.TimeoutExpired:
+        return f"a first launch did not finish within {timeout_s:.0f} s"
+    if child.returncode == 0:
+        return None
+    lines = [line for line in child.stderr.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if child.returncode < 0 or not last:
+        return f"the process running a first launch died (status {child.returncode})"
+    # The error's last line, "Type: message"; only its type where the message names files.
+    return last if "/" not in last and len(last) <= 100 else last.split(":")[0]
+

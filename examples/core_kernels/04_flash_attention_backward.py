@@ -330,6 +330,10 @@ for name, results in sweeps:
 #   ``dQ``) and no atomics are needed, at the cost of computing two products twice.
 # * Mask only the blocks that need it, and skip the blocks a causal mask hides completely.
 #
+# Next: :ref:`attention in real models <sphx_glr_auto_examples_core_kernels_09_attention_in_models.py>`
+# takes these kernels to the shapes models call them
+# with: grouped heads, a few queries against a long cache, and masks aligned bottom-right.
+#
 # Used here: :func:`~triton_guide.attention.attention`,
 # :func:`~triton_guide.attention.attention_forward`,
 # :func:`triton_guide.attention_reference`, :func:`triton_guide.testing.assert_close`,

@@ -124,7 +124,8 @@ def trace(fn, calls=50):
     """Median kernel duration and median start-to-start interval (us) over a trace."""
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as recorded:
+    # acc_events: one cycle here; without it, torch warns that a new cycle would clear them.
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as recorded:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
@@ -296,8 +297,10 @@ print(f"compiled graph matches x + y: {torch.equal(compiled_add(x, y), x + y)}")
 # %%
 # The node's implementation is the launcher ``_launch``, so by default the compiled
 # function still runs its Python on every call, behind the guards and the operator's
-# dispatch. ``mode="reduce-overhead"`` adds CUDA graphs (it copies the inputs into the
-# captured tensors itself). Host time per call of both, on the small size:
+# dispatch. ``mode="reduce-overhead"`` asks for CUDA graphs as well (it copies the inputs
+# into the captured tensors itself), where Inductor judges the graph safe to capture.
+# Host time per call of both, on the small size, and whether a graph was replayed (a host
+# time below the eager call's GPU time, as in the CUDA graph section) or not:
 
 
 def compiled_host(mode):
@@ -316,6 +319,13 @@ for run in compiled:
     for mode, value in zip(run.xs, run["host per call"]):
         against = "" if eager is None else f", {value / eager:.2f}x eager vector_add's"
         print(f"{run.gpu}, mode={mode}: {value:.1f} us per call{against}")
+    gpu = next((c["GPU"][c.xs.index(f"vector_add, n = {SMALL:,}")] for c in clocks
+                if c.slug == run.slug), None)
+    if gpu is not None:
+        replayed_here = run["host per call"][run.xs.index("reduce-overhead")] < gpu
+        print(f"  {run.gpu}: reduce-overhead "
+              + ("replayed a graph" if replayed_here else "replayed no graph: the operator's "
+                 "Python ran on every call"))
 
 # %%
 # Takeaways
@@ -341,7 +351,9 @@ for run in clocks:
 #   longer than its kernel, and then the GPU waits; a trace shows the gaps.
 # * A cached launch takes off Triton's per-call bookkeeping, not the checks; a CUDA
 #   graph takes off all the Python, for calls that repeat exactly; ``torch.compile``
-#   keeps an opaque operator's Python unless it also replays a graph.
+#   keeps an opaque operator's Python and adds its guards and the operator's dispatch:
+#   the lines above say, per GPU, what that cost and whether ``reduce-overhead`` replayed
+#   a graph.
 #
 # Used here: :func:`triton_guide.vector_add.vector_add`,
 # :func:`triton_guide.launch.fast_launch`, :func:`triton_guide.launch.launch_key`,

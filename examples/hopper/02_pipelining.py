@@ -28,7 +28,8 @@ from triton_guide import attention_reference, matmul_reference, runtime
 from triton_guide.benchmark import Benchmark, calls_on, cold_matmul_inputs, tflop_per_s
 from triton_guide.pipelining import (ATTENTION_TILE, MATMUL_TILE, check_variants,
                                      launch_attention, launch_matmul, print_outcomes,
-                                     programs_per_sm, runnable, stage_bytes)
+                                     programs_per_sm, runnable, stage_bytes,
+                                     warp_specialize_refusal)
 from triton_guide.testing import tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -105,6 +106,13 @@ for name, fixed, stage in (("matmul", 0, matmul_stage),
 STAGES = [1, 2, 3, 4, 5]
 matmul_variants = {"4 warps": dict(num_warps=4), "8 warps": dict(num_warps=8),
                    "4 warps, warp-specialised": dict(num_warps=4, warp_specialize=True)}
+# Tried first in a child process with a time limit: a compiler that never finishes with
+# warp_specialize would otherwise stop this page, and a site build with it.
+refusal = warp_specialize_refusal()
+if refusal:
+    print(f"warp_specialize left out on this GPU: {refusal}")
+    matmul_variants = {name: knobs for name, knobs in matmul_variants.items()
+                       if not knobs.get("warp_specialize")}
 m, n, k = runtime.pick(interpreter=(150, 131, 200), gpu=(1031, 517, 2063))
 a = torch.randn(m, k, device=device, dtype=torch.float16)
 b = torch.randn(k, n, device=device, dtype=torch.float16)
@@ -174,6 +182,8 @@ matmul_best = best_and_worst(matmul_runs, "cuBLAS")
 
 attention_variants = {"4 warps": dict(num_warps=4), "8 warps": dict(num_warps=8),
                       "8 warps, warp-specialised": dict(num_warps=8, warp_specialize=True)}
+if refusal:
+    attention_variants.pop("8 warps, warp-specialised")
 ATTENTION_STAGES = [1, 2, 3, 4]
 shape = runtime.pick(interpreter=(1, 2, 150, 128), gpu=(2, 4, 1031, 128))
 q, k, v = (torch.randn(shape, device=device, dtype=torch.float16) for _ in range(3))
