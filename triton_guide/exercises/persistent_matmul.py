@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import runtime
+from .. import hardware, runtime
 from ..testing import tolerance as dtype_tolerance
 from .cases import Case, CaseResult, Mistake, Output, largest, randn, size_between, strided
 
@@ -78,9 +78,7 @@ def _case(name, why, generator, M, N, K, num_programs, *, scale=1.0, shift=0.0,
 def _processors() -> int:
     """The SM count of the GPU the kernels run on; in the interpreter, 6."""
     device = runtime.device()
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 6
+    return hardware.multiprocessors(device) if device.type == "cuda" else 6
 
 
 def cases(generator):
@@ -114,7 +112,7 @@ def cases(generator):
         _case("one_per_sm", f"num_programs = {sms}, "
               + ("this GPU's SM count" if runtime.device().type == "cuda" else
                  "as an interpreter's stand-in for a GPU's SM count")
-              + f", with {side} x {side} tiles of 32: about 1.5 per program",
+              + f", with a {side} x {side} output: about 1.5 tiles of 32 x 32 per program",
               generator, side, side, 40, sms),
     ]
 
