@@ -316,6 +316,62 @@ def test_a_grid_of_fewer_dimensions_than_asked_fails(grid, case, said, tmp_path,
     assert "asks for a 2-D grid of tiles" in report.text()
 
 
+def _tiled_matmul_taking_num_programs(tmp_path):
+    """The tiled_matmul exercise's solution, its solve taking (and ignoring) num_programs:
+    the right product, from one program per tile on a 2-D grid."""
+    source = get("tiled_matmul").solution_path.read_text()
+    old = "M: int, N: int, K: int):"
+    assert source.count(old) == 1, source
+    path = tmp_path / "tile_per_program.py"
+    path.write_text(source.replace(old, "M: int, N: int, K: int, num_programs: int):"))
+    return path
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["interpreter", "gpu_view"])
+def test_one_program_per_tile_fails_persistent_matmul(watched, monkeypatch, tmp_path, seed):
+    # gpu_view: what a GPU run sees, no addresses (and so no owner of each tile).
+    monkeypatch.setattr(checker, "WATCH_MEMORY", watched and checker.WATCH_MEMORY)
+    report = check_file(get("persistent_matmul"), _tiled_matmul_taking_num_programs(tmp_path),
+                        seed=seed)
+    # n=1 has one tile: a grid of one program is min(num_programs, tiles), and passes.
+    assert report.first_failure.case.name == "tail_of_1", report.text()
+    said = _said_about(report, "tail_of_1")
+    assert said.startswith("launched one program per tile, grid (3, 3), not (3,)"), said
+    assert "A persistent kernel launches a 1-D grid of num_programs programs" in said
+
+
+PERSISTENT_TILES = "triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)"
+
+
+@pytest.mark.parametrize("grid, said", [
+    pytest.param(f"(min(num_programs, {PERSISTENT_TILES}),)", None, id="min_of_both"),
+    pytest.param("(max(1, num_programs - 1),)", "launched the grid (2,), not (3,)",
+                 id="one_fewer"),
+    pytest.param("(num_programs, 1)", None, id="trailing_1"),
+    pytest.param("(num_programs, 2)", "launched the grid (3, 2), not (3,)", id="2-D"),
+])
+def test_persistent_matmul_takes_only_its_grid(grid, said, tmp_path, seed):
+    report = check_edited_solution("persistent_matmul", [
+        ("grid = (num_programs,)", f"grid = {grid}")], tmp_path, seed,
+        only=None if said is None else "n=1")
+    if said is None:
+        assert report.passed, report.text()
+    else:
+        assert _said_about(report, "n=1").startswith(said), report.text()
+
+
+@pytest.mark.parametrize("rows, columns, group", [(9, 9, 3), (5, 7, 2), (4, 3, 8), (1, 6, 4),
+                                                  (6, 1, 4), (7, 5, 1)])
+def test_persistent_matmul_tile_numbers_invert_the_lessons_grouped_order(rows, columns,
+                                                                         group):
+    from triton_guide.exercises.persistent_matmul import tile_numbers
+    from triton_guide.matmul_steps import program_tiles
+
+    numbers = tile_numbers(rows, columns, 1, 1, group)
+    tiles = program_tiles(rows, columns, group).numpy()  # the lesson's kernel: (row, column)
+    assert (numbers[tiles[:, 0], tiles[:, 1]] == np.arange(rows * columns)).all()
+
+
 FIRST_BLOCK_SHIFT = '''\
 import triton
 import triton.language as tl

@@ -42,6 +42,7 @@ NAMES = [
     "tiled_matmul",
     "atomic_sum",
     "online_logsumexp",
+    "persistent_matmul",
 ]
 
 
@@ -89,6 +90,18 @@ class Exercise:
     def read_once(self) -> tuple[str, ...]:
         """The inputs whose elements a kernel may read only once (checked in the interpreter)."""
         return tuple(getattr(self.module, "READ_ONCE", ()))
+
+    @property
+    def write_once(self) -> tuple[str, ...]:
+        """The outputs whose elements a kernel may store only once (checked in the
+        interpreter)."""
+        return tuple(getattr(self.module, "WRITE_ONCE", ()))
+
+    @property
+    def launch_rules(self):
+        """The exercise's own check of what ``solve`` launched (``launch_rules(case,
+        launches, stored_by)``: a failing ``CaseResult`` or None), or None if it has none."""
+        return getattr(self.module, "launch_rules", None)
 
     def reference(self, **inputs):
         """The expected output, from the inputs (float64 tensors and scalars)."""

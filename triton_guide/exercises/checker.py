@@ -257,9 +257,9 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
             call_arguments.append(placed[name].view)
         else:
             call_arguments.append(value)
-    read_once = set(exercise.read_once)
-    regions = [Region(name, p.view, p.buffer, count_reads=name in read_once)
-               for name, p in placed.items()]
+    read_once, write_once = set(exercise.read_once), set(exercise.write_once)
+    regions = [Region(name, p.view, p.buffer, count_reads=name in read_once,
+                      count_writes=name in write_once) for name, p in placed.items()]
 
     returned, error = None, None
     inputs = [region for region in regions if region.name != output_name]
@@ -328,8 +328,16 @@ def _run_case(exercise, solve: Callable, case: Case, margin_fill: float | int,
                      watch.undefined_read, watch.tf32_dots)
     if wrong is not None:
         return wrong
-    broken = (made_on_cpu(case, watch, torch_calls) or broken_constraint(
-        case, watch, regions, exercise.grid_dims, torch_calls.found))
+    # The exercise's own rules on what solve launched: those on the launches alone (the
+    # grid) come before the general rules, which they explain; those on which program
+    # stored what (interpreter only) after them.
+    rules = exercise.launch_rules
+    broken = made_on_cpu(case, watch, torch_calls) or (
+        rules(case, watch.launches, None) if rules and watch.launches else None) or \
+        broken_constraint(case, watch, regions, exercise.grid_dims, torch_calls.found)
+    if broken is None and rules is not None and WATCH_MEMORY:
+        output = next(region for region in regions if region.name == output_name)
+        broken = rules(case, watch.launches, output.stored_by())
     if broken is not None:
         return broken
     return CaseResult(case, True, case.shapes(), undefined_read=watch.undefined_read,

@@ -1,7 +1,7 @@
 """The rules a right output can still break: no Triton kernel launched, work done with
 PyTorch, a grid of fewer dimensions than asked, a float or a size passed as a
 ``tl.constexpr``, a tensor made on the CPU, the output changed after the kernel stored it,
-an input copied or read more than once."""
+an input copied or read more than once, an output stored more than once."""
 
 from __future__ import annotations
 
@@ -115,6 +115,13 @@ def broken_constraint(case: Case, watch: Watch, regions: list[Region],
             f"{plural(changed, 'element')} of {case.output_name} hold other values than a "
             "kernel last stored there: solve changed them with PyTorch after the launch. The "
             "exercise is to compute them in the kernel."])
+    if output.writes is not None and output.writes.max() > 1:
+        twice = int((output.writes > 1).sum())
+        return CaseResult(case, False, f"stored into {case.output_name} more than once", [
+            f"{plural(twice, 'element')} of {case.output_name} stored more than once (up to "
+            f"{int(output.writes.max())} times): the exercise asks each element to be "
+            "computed once and stored once. Do two programs, or two passes of a loop, "
+            "compute the same part of the output?"])
     for region in regions:
         if region.name == case.output_name:
             continue

@@ -31,7 +31,8 @@ runs, :class:`Watch` wraps those methods, so that the checker sees what a GPU wo
   23 fraction bits) unless ``input_precision="ieee"`` is asked for, gets its operands
   cut to tf32 here too (the interpreter would multiply them exactly), except where the
   exercise's statement asks for ``tl.dot`` and says the interpreter is exact;
-* reads of chosen tensors are counted per element, for exercises that allow one pass;
+* reads of chosen tensors are counted per element, for exercises that allow one pass, and
+  stores likewise, for exercises that store each element of the output once;
 * the bits a kernel last stored into each element are kept, so that the checker can tell
   an output that ``solve`` changed with PyTorch after the launch.
 
@@ -69,7 +70,7 @@ class Region:
     """
 
     def __init__(self, name: str, tensor: torch.Tensor, buffer: torch.Tensor, *,
-                 count_reads: bool = False):
+                 count_reads: bool = False, count_writes: bool = False):
         self.name = name
         self.tensor = tensor  # what solve receives: a view into buffer
         self.buffer = buffer
@@ -84,6 +85,8 @@ class Region:
         self.read = False  # whether a kernel read one of its elements
         self.written = False  # whether a kernel stored into one of its elements
         self.reads = np.zeros(buffer.numel(), np.int64) if count_reads else None
+        # How many times a kernel stored into each word with tl.store, over every launch.
+        self.writes = np.zeros(buffer.numel(), np.int64) if count_writes else None
         # "read" / "wrote" -> the words off the elements that kernels touched.
         self.strays = {verb: np.zeros(buffer.numel(), bool) for verb in ("read", "wrote")}
         # Within one launch, per word: the first program that read it or updated it
@@ -116,6 +119,8 @@ class Region:
             self.accessor[words] = np.where(first < 0, program, first)
             return
         bits = _bits(stored)
+        if self.writes is not None:
+            np.add.at(self.writes, words, 1)
         self.final_bits[words] = bits
         self.final_by_store[words] = True
         first = self.storer[words]
@@ -124,6 +129,12 @@ class Region:
         new = first < 0
         self.storer[words[new]] = program
         self.stored_bits[words[new]] = bits[new]
+
+    def stored_by(self) -> np.ndarray:
+        """The program that first stored into each element of the tensor with tl.store in
+        the last launch (-1 where none did), shaped as the tensor."""
+        return torch.from_numpy(self.storer).as_strided(
+            self.tensor.shape, self.tensor.stride(), self.first).numpy()
 
     def atomic_update(self, words: np.ndarray) -> None:
         """``words`` were updated atomically: their value is no longer one a store chose."""
@@ -379,7 +390,7 @@ class Watch:
         # of UNDEFINED_BITS, else this value.
         self.undefined = undefined
         self.undefined_read = False  # whether a load had such lanes
-        self.program = 0  # the program of the launch now running, numbered from 0
+        self.program = 0  # the program now running: its program ids, flattened (x first)
         self.compare_and_swap = False  # whether the launch now running called tl.atomic_cas
         self.launches: list[Launch] = []
         self.outside: dict[str, set[int]] = {"read": set(), "wrote": set()}
@@ -495,8 +506,9 @@ class Watch:
         from triton.runtime.interpreter import interpreter_builder
 
         nx, ny, nz = interpreter_builder.grid_dim
-        self.program = x + nx * (y + ny * z)
-        return original(nx - 1 - x, ny - 1 - y, nz - 1 - z)
+        x, y, z = nx - 1 - x, ny - 1 - y, nz - 1 - z
+        self.program = x + nx * (y + ny * z)  # as the kernel numbers itself
+        return original(x, y, z)
 
     # -- memory ---------------------------------------------------------------------------
 
