@@ -17,10 +17,11 @@ Gluon has no interpreter mode, and these kernels use Hopper's instructions: they
 an sm_90 GPU (H100, H200). The module imports on any machine (nothing is compiled at
 import) and can compile its kernels for sm_90 without a GPU (:func:`compile_for_sm90`).
 
-Written for Triton 3.6 (the GPU image's). Later versions renamed the TMA copies
-(``tma.async_copy_global_to_shared`` -> ``tma.async_load``,
-``tma.async_copy_shared_to_global`` -> ``tma.async_store``; 3.9 keeps the old names only to
-raise an error): the module picks whichever this Triton has, so it compiles with 3.6 and 3.9.
+Written for Triton 3.6 (the GPU image's). Triton 3.9 names the TMA copies
+``tma.async_load`` and ``tma.async_store`` (3.6: ``tma.async_copy_global_to_shared`` and
+``tma.async_copy_shared_to_global``, names 3.9 keeps only to raise an error), and its
+``mbarrier.expect`` calls the byte count ``bytes_per_cta`` (passed by position here): the
+module picks the names this Triton has, and compiles with 3.6 and with 3.9.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-# The TMA copies under this Triton's names (3.6: async_copy_*; 3.7 and later: async_load and
-# async_store, the old names kept only to raise an error).
+from .hardware import compute_capability
+
+# The TMA copies under this Triton's names (3.6: async_copy_global_to_shared and
+# async_copy_shared_to_global; 3.9: async_load and async_store).
 tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
 tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
 
@@ -246,7 +249,7 @@ def check_device(name: str, x: torch.Tensor) -> None:
     if x.device.type != "cuda":
         raise ValueError(f"{name} is on {x.device}; {NEEDS}, and {name} must be a CUDA "
                          "tensor on one")
-    capability = torch.cuda.get_device_capability(x.device)
+    capability = compute_capability(x.device)
     if capability != (9, 0):
         raise ValueError(f"{name} is on a GPU of compute capability {capability[0]}."
                          f"{capability[1]}; {NEEDS} (compute capability 9.0)")
