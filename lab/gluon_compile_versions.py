@@ -30,3 +30,22 @@ for path in [None, *sys.argv[1:]]:
         print("  SASS: " + ", ".join(f"{n} x{sass[n]}" for n in ("HGMMA", "UTMALDG", "UTMASTG",
                                                                   "SYNCS", "BAR", "LDG", "STG")
                                      if sass[n]))
+
+# For comparison: triton_guide.matmul's descriptor kernel (Triton's own pipeliner) at the
+# same tiles, compiled for sm_90 with the installed Triton.
+import importlib  # noqa: E402
+
+import torch  # noqa: E402
+
+import triton_guide as tg  # noqa: E402
+
+matmul = importlib.import_module("triton_guide.matmul")
+(launch,) = tools.record_launches(tg.matmul, *[torch.randn(4096, 4096, dtype=torch.float16)] * 2)
+hook = launch.configs[0].pre_hook
+tiles = [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 3, 4)]
+results = tools.compile_for([launch.with_config(matmul._config(*t, pre_hook=hook)) for t in tiles])
+print("\ntriton_guide.matmul's matmul_tma_kernel (tl.dot, Triton's pipeliner), same tiles:")
+print(tools.summary({f"{t[0]}x{t[1]}x{t[2]} s{t[4]} w{t[5]}": r for t, r in zip(tiles, results)}))
+for t, r in zip(tiles, results):
+    print(f"  {t[0]}x{t[1]}x{t[2]} s{t[4]} w{t[5]} main loop: {tools.loop_summary(r, KINDS)} "
+          f"({sum(tools.opcode(line) is not None for line in r.loop())} instructions)")
