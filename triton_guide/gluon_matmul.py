@@ -192,11 +192,6 @@ class MatmulConfig:
     num_warps: int = 8
     group_m: int = 8
 
-    def shared_bytes(self, element_size: int = 2) -> int:
-        """Shared memory for the tile slots and the output tile (barriers not counted)."""
-        slots = self.stages * (self.block_m + self.block_n) * self.block_k
-        return (slots + self.block_m * self.block_n) * element_size
-
     def accumulator_layout(self) -> gl.NVMMADistributedLayout:
         """The accumulator's wgmma layout: warps stacked along M (16 rows each, four warps
         a warp group), one wgmma instruction as wide as the tile (at most 256 columns)."""
@@ -207,10 +202,12 @@ class MatmulConfig:
                                          instr_shape=[16, min(self.block_n, 256), 16])
 
 
-# 128 x 256 tiles, 8 warps (two warp groups of 64 rows), 3 stages: 208 KiB of shared memory.
+# Shared memory per program is the slots' (the compiler places the output tile in their
+# memory once the loop is done). 128 x 256 tiles, 8 warps (two warp groups of 64 rows),
+# 3 stages: 144 KiB, one program per SM.
 DEFAULT_CONFIG = MatmulConfig()
 # 128 x 128 tiles, one warp group: twice the programs, for products with few tiles; with
-# 3 stages (96 KiB) two programs fit on an SM, with 4 stages (128 KiB) one.
+# 4 stages (128 KiB) one program fits on an SM, with 3 stages (96 KiB) two.
 CONFIGS = {
     "128x256x64 s3 w8": DEFAULT_CONFIG,
     "128x128x64 s4 w4": MatmulConfig(block_n=128, stages=4, num_warps=4),
