@@ -103,32 +103,9 @@ def test_the_launcher_passes_the_setting(op, setting, precision, monkeypatch, de
     assert [kwargs["INPUT_PRECISION"] for kwargs in launches] == [SETTINGS[setting]]
 
 
-@pytest.mark.skipif(not runtime.interpreting(),
-                    reason="reads tl.dot's argument in the interpreter's builder; on a GPU "
-                           "test_float32_accuracy_follows_the_setting shows it arrived")
-@pytest.mark.parametrize("op", list(OPS))
-@pytest.mark.parametrize("setting", list(SETTINGS))
-def test_the_setting_reaches_tl_dot(op, setting, precision, monkeypatch):
-    precision(setting)
-    seen = set()
-    real = interpreter.InterpreterBuilder.create_dot
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        seen.add(input_precision.name.lower())
-        return real(self, a, b, d, input_precision, max_num_imprecise_acc)
-
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
-    OPS[op](torch.randn(33, 40), torch.randn(40, 17))
-    assert seen == {SETTINGS[setting]}
-
-
-@pytest.mark.skipif(not runtime.interpreting(),
-                    reason="reads tl.dot's argument in the interpreter's builder; on a GPU "
-                           "test_attention_steps_accuracy_follows_the_setting shows it arrived")
-@pytest.mark.parametrize("step", list(ATTENTION_STEPS))
-@pytest.mark.parametrize("setting", list(SETTINGS))
-def test_the_setting_reaches_the_attention_steps_dots(step, setting, precision, monkeypatch):
-    precision(setting)
+@pytest.fixture
+def dot_precisions(monkeypatch):
+    """The input precision of every tl.dot the interpreter runs from here on, in order."""
     seen = []
     real = interpreter.InterpreterBuilder.create_dot
 
@@ -137,9 +114,30 @@ def test_the_setting_reaches_the_attention_steps_dots(step, setting, precision, 
         return real(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
+    return seen
+
+
+@pytest.mark.skipif(not runtime.interpreting(),
+                    reason="reads tl.dot's argument in the interpreter's builder; on a GPU "
+                           "test_float32_accuracy_follows_the_setting shows it arrived")
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_the_setting_reaches_tl_dot(op, setting, precision, dot_precisions):
+    precision(setting)
+    OPS[op](torch.randn(33, 40), torch.randn(40, 17))
+    assert set(dot_precisions) == {SETTINGS[setting]}
+
+
+@pytest.mark.skipif(not runtime.interpreting(),
+                    reason="reads tl.dot's argument in the interpreter's builder; on a GPU "
+                           "test_attention_steps_accuracy_follows_the_setting shows it arrived")
+@pytest.mark.parametrize("step", list(ATTENTION_STEPS))
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_the_setting_reaches_the_attention_steps_dots(step, setting, precision, dot_precisions):
+    precision(setting)
     q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))
     ATTENTION_STEPS[step](q, k, v)
-    assert seen and set(seen) == {SETTINGS[setting]}  # q @ k^T and probabilities @ v
+    assert dot_precisions and set(dot_precisions) == {SETTINGS[setting]}  # q @ k^T, p @ v
 
 
 @pytest.mark.parametrize("step", list(ATTENTION_STEPS))
