@@ -389,21 +389,31 @@ def launch_spec(launch: Launch) -> dict:
             "kwargs": {k: _value_spec(v) for k, v in launch.kwargs.items()}}
 
 
+def run_compiling_process(module: str, request: dict, *, python_path: str | None = None,
+                          timeout: float = 600) -> list[dict]:
+    """Run ``python -m module`` with ``request`` (JSON) on its standard input, in a process
+    whose kernels are Triton's compiled functions even without a GPU
+    (``TRITON_GUIDE_COMPILE_ONLY``), and return the JSON list it prints last.
+    ``python_path``: folders put first on that process's path, e.g. another Triton's
+    site-packages, to compile with that version."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    paths = [python_path, str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]
+    env.update(TRITON_GUIDE_COMPILE_ONLY="1", PYTHONPATH=os.pathsep.join(filter(None, paths)))
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said aloud (3.9 warns)
+    done = subprocess.run([sys.executable, "-m", module], input=json.dumps(request),
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling in {module} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def compile_for(launches: list[Launch], capability: int = 90,
                 timeout: float = 600) -> list[Compiled]:
     """Compile each launch for a GPU of compute ``capability`` (90: sm_90, an H100 or H200),
-    in a new Python process whose kernels are Triton's compiled functions even without a
-    GPU (``TRITON_GUIDE_COMPILE_ONLY``); nothing is launched."""
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    paths = [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
-    env.update(TRITON_GUIDE_COMPILE_ONLY="1", PYTHONPATH=os.pathsep.join(filter(None, paths)))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said aloud (3.9 warns)
-    request = json.dumps({"capability": capability, "launches": [launch_spec(l) for l in launches]})
-    done = subprocess.run([sys.executable, "-m", "triton_guide.compiled"], input=request,
-                          capture_output=True, text=True, env=env, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"compiling for sm_{capability} failed:\n{done.stderr[-4000:]}")
-    return [Compiled(**fields) for fields in json.loads(done.stdout.splitlines()[-1])]
+    in a new Python process (:func:`run_compiling_process`); nothing is launched."""
+    request = {"capability": capability, "launches": [launch_spec(l) for l in launches]}
+    return [Compiled(**fields) for fields in
+            run_compiling_process("triton_guide.compiled", request, timeout=timeout)]
 
 
 def _rebuild(spec):
@@ -428,29 +438,30 @@ def _tool(name: str) -> str:
     return str(path)
 
 
-def _compile_one(spec: dict, capability: int) -> dict:
+def compile_kernel(kernel, args: list, kwargs: dict, capability: int = 90,
+                   source=None) -> dict:
+    """Compile one kernel (a ``JITFunction``) for ``args`` and ``kwargs`` as a launch would,
+    for a GPU of compute ``capability``, and read back what the compiler made: the fields
+    of :class:`Compiled` but ``kernel`` and ``constexprs``. ``source``: the class that
+    wraps the kernel for :func:`triton.compile` (default ``ASTSource``; Gluon kernels take
+    ``GluonASTSource``)."""
     import tempfile
 
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import JITFunction, create_function_from_signature
+    from triton.runtime.jit import create_function_from_signature
 
-    kernel = getattr(importlib.import_module(spec["module"]), spec["name"])
-    while not isinstance(kernel, JITFunction):  # beneath an autotuner or heuristics
-        kernel = kernel.fn
     target = GPUTarget("cuda", capability, 32)
     backend = make_backend(target)
     # What JITFunction.run does before compiling: bind the arguments, specialise them
     # (dtypes, 16-byte alignment, integers that are multiples of 16 or equal to 1).
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    args = [_rebuild(a) for a in spec["args"]]
-    kwargs = {k: _rebuild(v) for k, v in spec["kwargs"].items()}
     bound, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound,
                                                               specialization, options)
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target,
-                              options=options.__dict__)
+    compiled = triton.compile((source or ASTSource)(kernel, signature, constexprs, attrs),
+                              target=target, options=options.__dict__)
     with tempfile.TemporaryDirectory() as folder:
         cubin = Path(folder) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
@@ -462,15 +473,24 @@ def _compile_one(spec: dict, capability: int) -> dict:
     ptx = compiled.asm["ptx"]
     # the PTX's own .target line: sm_90a (the architecture-specific set, wgmma and TMA) for 9.0
     target = re.search(r"^\s*\.target\s+(\w+)", ptx, re.MULTILINE).group(1)
-    return {"kernel": spec["name"], "target": target,
-            "num_warps": metadata.num_warps, "num_stages": metadata.num_stages,
-            "registers": usage["REG"],
+    return {"target": target, "num_warps": metadata.num_warps,
+            "num_stages": metadata.num_stages, "registers": usage["REG"],
             "local_bytes": usage.get("STACK", 0) + usage.get("LOCAL", 0),
             # cuobjdump's SHARED is the kilobyte sm_90 reserves per program (a section the
             # binary holds once it uses shared memory), which occupancy() adds itself
-            "shared": metadata.shared,
-            "constexprs": {k: v["value"] for k, v in spec["kwargs"].items() if "value" in v},
-            "ptx": ptx, "sass": sass}
+            "shared": metadata.shared, "ptx": ptx, "sass": sass}
+
+
+def _compile_one(spec: dict, capability: int) -> dict:
+    from triton.runtime.jit import JITFunction
+
+    kernel = getattr(importlib.import_module(spec["module"]), spec["name"])
+    while not isinstance(kernel, JITFunction):  # beneath an autotuner or heuristics
+        kernel = kernel.fn
+    args = [_rebuild(a) for a in spec["args"]]
+    kwargs = {k: _rebuild(v) for k, v in spec["kwargs"].items()}
+    return {"kernel": spec["name"], **compile_kernel(kernel, args, kwargs, capability),
+            "constexprs": {k: v["value"] for k, v in spec["kwargs"].items() if "value" in v}}
 
 
 def gpu_compiled(launch: Launch) -> dict:

@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import torch
 import triton
@@ -348,17 +345,10 @@ def _stand_in(dtype: torch.dtype) -> torch.Tensor:
 
 
 def _compile_request(request: dict) -> list[dict]:
-    import tempfile
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
     from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import create_function_from_signature
 
-    from .compiled import _tool, parse_resource_usage
+    from .compiled import compile_kernel
 
-    target = GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
     results = []
     for job in request["jobs"]:
         dtype = getattr(torch, job["dtype"])
@@ -373,27 +363,10 @@ def _compile_request(request: dict) -> list[dict]:
             _, args, kwargs = matmul_launch(_stand_in(dtype), _stand_in(dtype),
                                             _stand_in(dtype), M, N, K, K, N, N,
                                             CONFIGS[job["config"]])
-        # What the JIT does before compiling: bind and specialise the arguments.
-        binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-        bound, specialization, options = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound,
-                                                                  specialization, options)
-        compiled = triton.compile(GluonASTSource(kernel, signature, constexprs, attrs),
-                                  target=target, options=options.__dict__)
-        with tempfile.TemporaryDirectory() as folder:
-            cubin = Path(folder) / "kernel.cubin"
-            cubin.write_bytes(compiled.asm["cubin"])
-            usage_text, sass = (subprocess.run([_tool("cuobjdump"), flag, str(cubin)],
-                                               capture_output=True, text=True,
-                                               check=True).stdout
-                                for flag in ("-res-usage", "-sass"))
-        (usage,) = parse_resource_usage(usage_text).values()
+        made = compile_kernel(kernel, list(args), kwargs, 90, source=GluonASTSource)
         results.append({"name": job["name"], "triton_version": triton.__version__,
-                        "registers": usage["REG"],
-                        "local_bytes": usage.get("STACK", 0) + usage.get("LOCAL", 0),
-                        "shared": compiled.metadata.shared,
-                        "num_warps": compiled.metadata.num_warps,
-                        "ptx": compiled.asm["ptx"], "sass": sass})
+                        **{key: made[key] for key in ("registers", "local_bytes", "shared",
+                                                      "num_warps", "ptx", "sass")}})
     return results
 
 
@@ -411,16 +384,11 @@ def compile_for_sm90(jobs=DEFAULT_JOBS, python_path: str | None = None,
     no GPU (Triton compiles for an explicit target; its wheel ships ptxas and cuobjdump).
     ``python_path``: folders put first on that process's path, e.g. another Triton's
     site-packages, to compile with that version."""
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    paths = [python_path, str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]
-    env.update(TRITON_GUIDE_COMPILE_ONLY="1", PYTHONPATH=os.pathsep.join(filter(None, paths)))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    done = subprocess.run([sys.executable, "-m", "triton_guide.gluon_matmul"],
-                          input=json.dumps({"jobs": list(jobs)}), capture_output=True,
-                          text=True, env=env, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"compiling the Gluon kernels for sm_90 failed:\n{done.stderr[-4000:]}")
-    return [CompiledKernel(**fields) for fields in json.loads(done.stdout.splitlines()[-1])]
+    from .compiled import run_compiling_process
+
+    return [CompiledKernel(**fields) for fields in run_compiling_process(
+        "triton_guide.gluon_matmul", {"jobs": list(jobs)}, python_path=python_path,
+        timeout=timeout)]
 
 
 if __name__ == "__main__":
