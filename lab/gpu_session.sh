@@ -15,10 +15,11 @@ for part in "$@"; do
   echo "== $part (at $((SECONDS - start)) s)"
   case "$part" in
     tests)
-      timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest tests -n "${WORKERS:-12}" -q -rfE \
-        -p no:cacheprovider --ignore=tests/browser --ignore=tests/site ${TESTS_ARGS:-} \
-        > "$O/tests-$gpu.log" 2>&1; echo "tests rc=$?"; tail -3 "$O/tests-$gpu.log"
-      pkill -9 -f "pytest tests" 2>/dev/null; sleep 2;;  # xdist workers outlive a timeout
+      # timeout signals pytest's whole process group, xdist workers included; -k follows
+      # with SIGKILL for any that ignore SIGTERM.
+      timeout -k 10 "${TESTS_TIMEOUT:-300}" python3 -m pytest tests -n "${WORKERS:-12}" -q \
+        -rfE -p no:cacheprovider --ignore=tests/browser --ignore=tests/site ${TESTS_ARGS:-} \
+        > "$O/tests-$gpu.log" 2>&1; echo "tests rc=$?"; tail -3 "$O/tests-$gpu.log";;
     site)
       SITE_TEST_REPORT=$O/site-$gpu.json timeout "${SITE_TIMEOUT:-200}" python3 -m pytest \
         tests/site -k "not notebook and not twine" -p no:cacheprovider -v \
