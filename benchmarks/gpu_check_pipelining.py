@@ -93,7 +93,7 @@ def main() -> int:
 
     print(f"== warp_specialize=True in a child process ({report['gpu']}, triton "
           f"{triton.__version__})", flush=True)
-    refusal = warp_specialize_refusal(timeout_s=300)
+    refusal = warp_specialize_refusal(timeout_s=120)
     report["warp_specialize"] = refusal or "compiled and ran"
     print(report["warp_specialize"], flush=True)
     save()

@@ -2,7 +2,8 @@
 # One device call of a session: the native test suite (parallel), downloads run from the
 # served site with the wheel installed, report.py parts, page recordings. Every log goes to
 # $OUT/session.tgz (rewritten after each part: at most 8 files come back from a call).
-#   bash lab/gpu_session.sh tests site "report:precision host" "report:decode" ...
+#   bash lab/gpu_session.sh tests site "report:precision host" "report:decode" \
+#     "py:benchmarks/gpu_check_gluon.py/200" ...
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -33,6 +34,14 @@ for part in "$@"; do
       timeout "${RECORD_TIMEOUT:-300}" python3 benchmarks/record.py --page ${part#record:} \
         > "$O/record-$gpu.log" 2>&1; echo "record rc=$?"; tail -3 "$O/record-$gpu.log"
       mkdir -p "$O/results"; cp -r triton_guide/_results/*/ "$O/results/" 2>/dev/null;;
+    py:*)
+      # py:SCRIPT [ARGS]: a check script that takes OUT.json first (benchmarks/gpu_check_*,
+      # lab/*); its own time limit after a slash: py:lab/x.py/120
+      spec=${part#py:}; limit=${PY_TIMEOUT:-300}
+      case "$spec" in */[0-9]*) limit=${spec##*/}; spec=${spec%/*};; esac
+      script=${spec%% *}; args=${spec#"$script"}; name=$(basename "$script" .py)
+      timeout -k 10 "$limit" python3 $script "$O/$name-$gpu.json" $args \
+        > "$O/$name-$gpu.log" 2>&1; echo "$name rc=$?"; tail -4 "$O/$name-$gpu.log";;
     *) echo "unknown part $part";;
   esac
   tar czf "$OUT/session.tgz" -C $O . 2>/dev/null
