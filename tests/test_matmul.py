@@ -237,6 +237,31 @@ def test_descriptors_only_where_the_gpu_has_tma(capability, descriptors, monkeyp
     assert module.kernel_inputs(a, b)[2] == descriptors
 
 
+@pytest.mark.parametrize("layout", ["rr", "rc", "cr", "cc"])
+@pytest.mark.parametrize("k", [512, 515])
+def test_float32_operands_go_to_the_kernel_k_major(layout, k, device, check, launched):
+    # TF32 wgmma reads a by rows and b by columns only; float32 products large enough to
+    # repay a copy get their operands in that order (kernel_inputs, k_major), odd K included.
+    module = matmul_module()
+    if not module.has_tma(device):
+        pytest.skip("this GPU has no TMA")
+    m, n = 300, 260
+    a = stored(m, k, 0, layout[0] == "c", device, torch.float32)
+    b = stored(k, n, 0, layout[1] == "c", device, torch.float32)
+    assert module.repays_copies(m, n, k)
+    a_in, b_in, descriptors = module.kernel_inputs(a, b)
+    assert descriptors and not module.stored_by_columns(a_in) and module.stored_by_columns(b_in)
+    assert module.descriptor_ready(a_in) and module.descriptor_ready(b_in)
+    assert torch.equal(a_in, a) and torch.equal(b_in, b)
+    if k == 515 and layout in ("rr", "cc"):  # the product itself, for the two copies
+        for _ in range(2):  # the first call plans, the second replays the plan
+            check("matmul", matmul(a, b), expected(a, b),
+                  rtol=tolerance(torch.float32, tensor_cores=True))
+        assert launched == [module.matmul_tma_kernel] * 2
+    small = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
+    assert module.kernel_inputs(*small)[1] is small[1]  # too small to repay a copy
+
+
 # The last wave: on 132 SMs (an H100's, an H200's), 128 x 256 x 64 tiles.
 @pytest.mark.parametrize("m,n,k,sms,split", [
     (3072, 3072, 3072, 132, 2816),  # 288 tiles: 2 full waves, then 24 (22 rows of 12)

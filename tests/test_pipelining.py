@@ -192,8 +192,10 @@ def test_warp_specialize_is_not_tried_under_the_interpreter():
     ("raise RuntimeError('no partitions for this loop')",
      "RuntimeError: no partitions for this loop"),
     ("raise ValueError('see /tmp/x.py')", "ValueError"),
-    ("import os; os.abort()", "the process running a first launch died (status -6)"),
-    ("import time; time.sleep(30)", "a first launch did not finish within 2 s"),
+    ("import os; os.abort()", "the process compiling and running a first launch died (status -6)"),
+    ("import time; time.sleep(30)", "compiling did not finish within 2 s"),
+    ("import time; print('compiled a'); print('compiled b', flush=True); time.sleep(30)",
+     "both kernels compiled, but a first launch did not finish within 2 s"),
 ])
 def test_warp_specialize_refusal_says_why_in_a_few_words(monkeypatch, probe, expected):
     # The child process runs whatever the probe is: here, stand-ins for a launch that

@@ -314,17 +314,27 @@ def runnable(outcomes: dict[str, dict]) -> list[str]:
 
 # Compiled and run in a child process by :func:`warp_specialize_refusal`.
 _WARP_SPECIALIZE_PROBE = """
+import time
 import torch
+from triton_guide import compiled
 from triton_guide.pipelining import launch_attention, launch_matmul
 a = torch.randn(256, 512, device="cuda", dtype=torch.float16)
-launch_matmul(a, a.t().contiguous(), num_stages=3, warp_specialize=True)
 q = torch.randn(1, 2, 256, 128, device="cuda", dtype=torch.float16)
-launch_attention(q, q, q, num_stages=2, num_warps=8, warp_specialize=True)
-torch.cuda.synchronize()
+calls = [(launch_matmul, (a, a.t().contiguous()), dict(num_stages=3, warp_specialize=True)),
+         (launch_attention, (q, q, q), dict(num_stages=2, num_warps=8, warp_specialize=True))]
+for call, args, kwargs in calls:  # compiled for this GPU in a process of its own, not run
+    started = time.time()
+    compiled.compile_for(compiled.record_launches(call, *args, **kwargs)[:1],
+                         capability=int("".join(map(str, torch.cuda.get_device_capability()))))
+    print(f"compiled {call.__name__} in {time.time() - started:.0f} s", flush=True)
+for call, args, kwargs in calls:
+    call(*args, **kwargs)
+    torch.cuda.synchronize()
+    print(f"ran {call.__name__}", flush=True)
 """
 
 
-def warp_specialize_refusal(timeout_s: float = 120.0) -> str | None:
+def warp_specialize_refusal(timeout_s: float = 60.0) -> str | None:
     """None where both kernels compile and run with ``warp_specialize=True`` on this GPU and
     Triton, else why not, in a few words. The attempt runs in a child process with a time
     limit, so that a compiler that crashes or never finishes, or a kernel that never
@@ -338,14 +348,19 @@ def warp_specialize_refusal(timeout_s: float = 120.0) -> str | None:
         child = subprocess.run([sys.executable, "-c", _WARP_SPECIALIZE_PROBE],
                                capture_output=True, text=True, timeout=timeout_s,
                                env={**os.environ, "PYTHONPATH": path})
-    except subprocess.TimeoutExpired:
-        return f"a first launch did not finish within {timeout_s:.0f} s"
+    except subprocess.TimeoutExpired as timeout:
+        said = timeout.stdout or ""
+        said = said.decode() if isinstance(said, bytes) else said
+        if said.count("compiled ") == 2:
+            return (f"both kernels compiled, but a first launch did not finish within "
+                    f"{timeout_s:.0f} s")
+        return f"compiling did not finish within {timeout_s:.0f} s"
     if child.returncode == 0:
         return None
     lines = [line for line in child.stderr.strip().splitlines() if line.strip()]
     last = lines[-1] if lines else ""
     if child.returncode < 0 or not last:
-        return f"the process running a first launch died (status {child.returncode})"
+        return f"the process compiling and running a first launch died (status {child.returncode})"
     # The error's last line, "Type: message"; only its type where the message names files.
     return last if "/" not in last and len(last) <= 100 else last.split(":")[0]
 

@@ -107,7 +107,8 @@ STAGES = [1, 2, 3, 4, 5]
 matmul_variants = {"4 warps": dict(num_warps=4), "8 warps": dict(num_warps=8),
                    "4 warps, warp-specialised": dict(num_warps=4, warp_specialize=True)}
 # Tried first in a child process with a time limit: a compiler that never finishes with
-# warp_specialize would otherwise stop this page, and a site build with it.
+# warp_specialize, or a first launch that never returns, would otherwise stop this page,
+# and a site build with it.
 refusal = warp_specialize_refusal()
 if refusal:
     print(f"warp_specialize left out on this GPU: {refusal}")
