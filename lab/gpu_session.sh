@@ -18,9 +18,13 @@ for part in "$@"; do
     tests)
       # timeout signals pytest's whole process group, xdist workers included; -k follows
       # with SIGKILL for any that ignore SIGTERM.
-      timeout -k 10 "${TESTS_TIMEOUT:-300}" python3 -m pytest tests -n "${WORKERS:-12}" -q \
+      # -v: each test's outcome as it ends ("[gw3] FAILED tests/..."), so a run cut by the
+      # time limit still names its failures. TESTS_PATHS: files or folders (default tests).
+      timeout -k 10 "${TESTS_TIMEOUT:-300}" python3 -m pytest ${TESTS_PATHS:-tests} \
+        -n "${WORKERS:-12}" -v \
         -rfE -p no:cacheprovider --ignore=tests/browser --ignore=tests/site ${TESTS_ARGS:-} \
-        > "$O/tests-$gpu.log" 2>&1; echo "tests rc=$?"; tail -3 "$O/tests-$gpu.log";;
+        > "$O/tests-$gpu.log" 2>&1; echo "tests rc=$?"; grep -E "(FAILED|ERROR) " "$O/tests-$gpu.log" \
+        | head -20; tail -2 "$O/tests-$gpu.log";;
     site)
       SITE_TEST_REPORT=$O/site-$gpu.json timeout "${SITE_TIMEOUT:-200}" python3 -m pytest \
         tests/site -k "not notebook and not twine" -p no:cacheprovider -v \
