@@ -29,8 +29,8 @@ import torch
 from triton_guide import matmul, matmul_reference, runtime
 from triton_guide.benchmark import Benchmark, calls_on, cold_matmul_inputs, tflop_per_s
 from triton_guide.matmul import (WAVE_TILE, default_split, has_tma, kernel_inputs,
-                                 last_wave_split, layout, multiprocessors, product,
-                                 unaligned_runs)
+                                 last_wave_split, multiprocessors, product)
+from triton_guide.matrix_layout import layout, unaligned_runs
 from triton_guide.matmul_steps import matmul_pointer_loads
 from triton_guide.testing import assert_close, tolerance
 
@@ -74,7 +74,7 @@ device = runtime.device()
 #   first copies A into rows padded with zeros to a multiple of 16 elements, and B into a
 #   buffer stored column by column (a copy of ``b.t()``), its columns padded along K the
 #   same way: B is read along K, so only K needs padding
-#   (:func:`~triton_guide.matmul.aligned_copies`; the zeros add nothing).
+#   (:func:`~triton_guide.matrix_layout.aligned_copies`; the zeros add nothing).
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: matmul_kernel
@@ -83,8 +83,8 @@ device = runtime.device()
 #    :pyobject: tile_pointers
 #
 #
-# What the launcher finds for rows of a few lengths (:func:`~triton_guide.matmul.layout`
-# and :func:`~triton_guide.matmul.unaligned_runs`, on 8 rows of float16 values):
+# What the launcher finds for rows of a few lengths (:func:`~triton_guide.matrix_layout.layout`
+# and :func:`~triton_guide.matrix_layout.unaligned_runs`, on 8 rows of float16 values):
 
 for row_length in (1000, 4093, 4096):
     rows = torch.empty(8, row_length, device=device, dtype=torch.float16)
@@ -383,7 +383,7 @@ if not descriptor_gains and not wave_gains:
 # over many more shapes.
 #
 # Used here: :func:`triton_guide.matmul`, :func:`triton_guide.matmul_reference`,
-# :func:`triton_guide.matmul.layout`, :func:`triton_guide.matmul.unaligned_runs`,
+# :func:`triton_guide.matrix_layout.layout`, :func:`triton_guide.matrix_layout.unaligned_runs`,
 # :func:`triton_guide.matmul.kernel_inputs`, :func:`triton_guide.matmul.last_wave_split`,
 # :func:`triton_guide.matmul.default_split`, :func:`triton_guide.matmul.product`,
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
