@@ -13,6 +13,9 @@ PYTHON ?= python3
 VENV ?= .venv
 SPHINXOPTS ?=
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?=
+BROWSER_WORKERS_ARG = $(if $(PYTEST_WORKERS),-n $(PYTEST_WORKERS),$$($(PY) -c 'import importlib.util as u; print("-n auto" if u.find_spec("xdist") else "")'))
+WORKERS_ARG = $(if $(PYTEST_WORKERS),-n $(PYTEST_WORKERS),$$($(PY) -c 'import importlib.util as u, shutil; print("" if shutil.which("nvidia-smi") or not u.find_spec("xdist") else "-n auto")'))
 BUILDDIR ?= _build
 
 ifeq ($(USE_SYSTEM_PYTHON),1)
@@ -32,16 +35,20 @@ html: $(ENV_READY)
 
 test: pytest html site-test browser-test
 
+# Unit tests in parallel, one worker per CPU core (pytest-xdist), on machines without a GPU:
+# the interpreter runs each test on one core. On a GPU machine one process, so that tests
+# which time kernels do not share the GPU; PYTEST_WORKERS=N sets the count anywhere.
 pytest: $(ENV_READY)
-	$(PY) -m pytest --ignore=tests/browser --ignore=tests/site $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/browser --ignore=tests/site $(WORKERS_ARG) $(PYTEST_ARGS)
 
 # The built site as a learner meets it; needs `make html` first (`make test` does both).
 site-test: $(ENV_READY)
 	$(PY) -m pytest tests/site -p no:cacheprovider $(SITE_TEST_ARGS)
 
 # The built site in a real browser; needs `make html` first (`make test` does both).
+# Pages are visited in parallel too (each worker drives its own Chromium), GPU or not.
 browser-test: $(ENV_READY)
-	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_TEST_ARGS)
+	$(PY) -m pytest tests/browser -p no:cacheprovider $(BROWSER_WORKERS_ARG) $(BROWSER_TEST_ARGS)
 
 # On a GPU: run every example page (or PAGE=softmax) with recording on, refreshing
 # triton_guide/_results/<gpu>/<page>.json; no site is built. See triton_guide/_results/README.md.

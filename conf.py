@@ -1,6 +1,8 @@
 """Sphinx configuration for the triton-guide site (sources in docs/, examples in examples/)."""
 
+import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -98,6 +100,17 @@ mathjax_path = "mathjax/tex-chtml.js"
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
+def gallery_jobs() -> int | bool:
+    """How many pages run at once: TRITON_GUIDE_GALLERY_JOBS, else one per CPU core on a
+    machine without a GPU (no nvidia-smi) and one (False) on a GPU machine."""
+    jobs = os.environ.get("TRITON_GUIDE_GALLERY_JOBS")
+    if jobs:
+        return int(jobs) if int(jobs) > 1 else False
+    if shutil.which("nvidia-smi") or importlib.util.find_spec("joblib") is None:
+        return False
+    return os.cpu_count() if (os.cpu_count() or 1) > 1 else False
+
+
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",  # paths here are relative to docs/
     "gallery_dirs": "auto_examples",
@@ -122,6 +135,10 @@ sphinx_gallery_conf = {
     "write_computation_times": False,
     # Notebooks start by installing the package, so that they run as downloaded.
     "first_notebook_cell": FIRST_NOTEBOOK_CELL,
+    # Without a GPU, pages run under the interpreter, one per CPU core (joblib): their
+    # outputs are the same whatever runs beside them. On a GPU one at a time, so that no
+    # page's timings share the GPU with another page.
+    "parallel": gallery_jobs(),
     "abort_on_example_error": False,  # run every page, then fail the build listing all errors
     "only_warn_on_example_error": False,
 }
