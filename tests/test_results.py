@@ -148,9 +148,41 @@ def package_copy(tmp_path) -> Path:
 def test_editing_the_kernel_module_marks_the_recording_stale(package_copy):
     recorded = store.kernel_source(PAGE_SOURCE, package_copy)
     kernel = package_copy / "vector_add.py"
-    kernel.write_text(kernel.read_text().replace("BLOCK_SIZE", "BLOCK_SIZE ", 1))
+    kernel.write_text(kernel.read_text() + "\nDEFAULT_BLOCK = 1024\n")
     reason = store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy))
     assert reason == f"{store.STALE} (triton_guide/vector_add.py changed since)"
+
+
+def test_comments_docstrings_and_moves_leave_the_recording_current(package_copy):
+    # code_fingerprint: the code, not how its files are written; a recording made before a
+    # comment was reworded or a helper moved to another module still shows the code as run.
+    kernel = package_copy / "vector_add.py"
+    kernel.write_text(kernel.read_text() + "\ndef helper(x):\n    return x + 1\n")
+    recorded = store.kernel_source(PAGE_SOURCE, package_copy)
+    source = kernel.read_text()
+    kernel.write_text(source.replace("def helper(x):\n", "def helper(x):\n    \"\"\"Doc.\"\"\"\n")
+                      .replace("return x + 1", "return x + 1  # a comment"))
+    assert store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy)) is None
+    (package_copy / "helpers.py").write_text("def helper(x):\n    return x + 1\n")
+    kernel.write_text(source.replace("\ndef helper(x):\n    return x + 1\n", "")
+                      + "from .helpers import helper  # noqa: E402, F401\n")
+    now = store.kernel_source(PAGE_SOURCE, package_copy)
+    assert "triton_guide/helpers.py" in now["modules"] and now["sha256"] != recorded["sha256"]
+    assert store.stale_reason(recorded, now) is None
+    (package_copy / "helpers.py").write_text("def helper(x):\n    return x + 2\n")
+    reason = store.stale_reason(recorded, store.kernel_source(PAGE_SOURCE, package_copy))
+    assert reason and "triton_guide/helpers.py" in reason
+
+
+def test_code_fingerprint_ignores_what_newer_pythons_add_to_the_tree():
+    # Recordings are made on the GPU image's Python and read on others: ast.dump differs
+    # between versions in the empty fields it shows (type_params), the fingerprint must not.
+    import ast
+
+    tree = ast.parse("def f(x):\n    return x\n")
+    bare = store._canonical(tree.body[0])
+    tree.body[0].type_params = []
+    assert store._canonical(tree.body[0]) == bare and "type_params" not in bare
 
 
 def test_editing_a_module_the_kernel_imports_marks_the_recording_stale(package_copy):

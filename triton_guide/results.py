@@ -27,6 +27,7 @@ this module never times anything.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import hashlib
 import json
@@ -91,20 +92,58 @@ def kernel_modules(page_source: str, package_dir: Path = PACKAGE_DIR) -> list[st
 
 
 def kernel_source(page_source: str, package_dir: Path = PACKAGE_DIR) -> dict:
-    """``{"modules": {path: sha256}, "sha256": hash of them all}`` for a page's kernels."""
+    """``{"modules": {path: sha256}, "sha256": hash of them all, "code_sha256": ...}`` for a
+    page's kernels; ``code_sha256`` is :func:`code_fingerprint` of the same modules."""
     root = package_dir.parent
-    modules = {}
+    modules, sources = {}, []
     combined = hashlib.sha256()
     for relative in kernel_modules(page_source, package_dir):
         data = (root / relative).read_bytes()
         modules[relative] = hashlib.sha256(data).hexdigest()
         combined.update(relative.encode() + b"\0" + data + b"\0")
-    return {"modules": modules, "sha256": combined.hexdigest()}
+        sources.append(data.decode())
+    return {"modules": modules, "sha256": combined.hexdigest(),
+            "code_sha256": code_fingerprint(sources)}
+
+
+def code_fingerprint(sources: list[str]) -> str:
+    """A hash of what the modules' code does, blind to how it is written down: each
+    top-level statement but the imports, parsed (so comments drop out), its docstrings
+    removed, the statements sorted. Rewording a comment, or moving a function from one of
+    the modules to another, keeps it; changing any statement does not. The same on every
+    Python version (:func:`_canonical`), as recordings are made on one and read on others."""
+    statements = []
+    for source in sources:
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef,
+                                  ast.ClassDef)) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        statements += [_canonical(node) for node in tree.body
+                       if not isinstance(node, (ast.Import, ast.ImportFrom))]
+    return hashlib.sha256("\n".join(sorted(statements)).encode()).hexdigest()
+
+
+def _canonical(node) -> str:
+    """``ast.dump`` without the fields that are empty (None, []): newer Pythons add such
+    fields (``type_params``) and differ in whether ``ast.dump`` shows them."""
+    if isinstance(node, ast.AST):
+        fields = ((name, _canonical(getattr(node, name, None))) for name in node._fields)
+        return f"{type(node).__name__}({', '.join(f'{n}={v}' for n, v in fields if v)})"
+    if isinstance(node, list):
+        return f"[{', '.join(_canonical(item) for item in node)}]" if node else ""
+    return "" if node is None else repr(node)
 
 
 def stale_reason(recorded: dict, current: dict) -> str | None:
-    """``None`` when the recorded kernel source is the current one, else what changed."""
+    """``None`` when the recorded kernel source is the current one (the same files, or the
+    same code by :func:`code_fingerprint`), else what changed."""
     if recorded.get("sha256") == current["sha256"]:
+        return None
+    if recorded.get("code_sha256") and recorded.get("code_sha256") == current.get("code_sha256"):
         return None
     old, new = recorded.get("modules", {}), current["modules"]
     changed = sorted(m for m in set(old) | set(new) if old.get(m) != new.get(m))
