@@ -115,3 +115,18 @@ def test_cell_lengths_leave_out_a_kernel_written_on_the_page(tmp_path):
     page.write_text(f'"""\nTitle\n=====\n"""\n\n# %%\n# A kernel\n# --------\n\n{kernel}\n\n'
                     f"{body}\n\n# %%\n# Plotting\n# --------\n\n{body}\nextra = 1\n")
     assert cell_lengths(page) == {"A kernel": CELL_LIMIT, "Plotting": CELL_LIMIT + 1}
+
+
+_INCLUDE = re.compile(r"^#\s*\.\.\s+literalinclude::\s*/\.\./(\S+)\n#\s+:pyobject:\s*(\S+)",
+                      re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_included_object_is_defined_in_the_file_named(page):
+    # A function moved to another module leaves the page's literalinclude pointing at a
+    # file without it, which only the site build would find.
+    for path, name in _INCLUDE.findall(page.read_text()):
+        tree = ast.parse((ROOT / path).read_text())
+        defined = {node.name for node in tree.body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert name in defined, f"{page.name} includes {name} from {path}, which does not define it"

@@ -140,13 +140,15 @@ for row_length in (1000, 4093, 4096):
 # Small products of such rows, and GPUs without TMA, keep the pointer kernel. Measured on an
 # H100 on the same float16 and bfloat16 inputs, from 1 row to 8192 and in every layout,
 # the descriptor kernel ran level with the pointer kernel (a few percent behind at worst)
-# or ahead of it, furthest where B is stored by columns (step 4 measures that case), so the
-# launcher's rule has no other condition (float32 was checked, not timed):
+# or ahead of it, furthest where B is stored by columns (step 4 measures that case). One
+# more condition, for float32 only: Hopper's tensor cores take TF32 operands with A stored
+# by rows and B by columns, and in any other order the kernel transposes every tile in its
+# loop, so large float32 products first copy their inputs into that order (``k_major``):
 #
 # .. literalinclude:: /../triton_guide/matmul.py
 #    :pyobject: kernel_inputs
 #
-# .. literalinclude:: /../triton_guide/matmul.py
+# .. literalinclude:: /../triton_guide/matrix_layout.py
 #    :pyobject: row_aligned
 #
 # What it does for a few float16 products (in this mode):
