@@ -104,7 +104,8 @@ for gpu in sorted(copy_roofs.keys() & gemm_roofs.keys()):
 # Below the ridge point the call can go no faster than it reads its bytes. On a GPU each
 # case is timed (GPU time, on copies of the cache in rotation, so that each call reads
 # its cache from memory) and placed at its intensity; then its time per call is set
-# against its bytes:
+# against its bytes. The roof's slope is the bandwidth of a copy, which reads and writes
+# as much; a call that almost only reads can beat it, and pass 100%.
 
 
 def placed_case(name):
