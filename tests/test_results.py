@@ -589,6 +589,24 @@ def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, m
 
 
 @needs_interpreter
+def test_a_recording_without_a_variant_the_page_asks_for_says_which(page, tmp_path, capsys):
+    # e.g. a variant a GPU refused (warp_specialize on the H100): the note names it.
+    record = synthetic_record(page, "NVIDIA Synthetic A100")
+    record["benchmarks"] = [{
+        "title": "synthetic peak", "label": "n", "xlabel": "n", "unit": "GiB", "logx": True,
+        "x": XS, "ceiling": None,
+        "series": [{"label": "ours", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]},
+                   {"label": "old", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]}]}]
+    store.save(record, tmp_path / "results")
+    bench = Benchmark(page, results_dir=tmp_path / "results")
+    (run,) = bench.measure("synthetic peak", XS, {"ours": None, "ours, specialised": None},
+                           label="n", unit="GiB")
+    assert run.notes == ["Synthetic A100 has no recording of ours, specialised: not run there",
+                         "recorded with old, which this page no longer runs"]
+    assert "NOTE: Synthetic A100 has no recording of ours, specialised" in capsys.readouterr().out
+
+
+@needs_interpreter
 def test_categorical_x_keeps_its_order_in_the_table_and_summary(page, tmp_path, capsys):
     kernels = ["vector_add", "softmax", "matmul"]
     record = synthetic_record(page, "NVIDIA Synthetic A100")

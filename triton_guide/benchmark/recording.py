@@ -273,10 +273,16 @@ class Benchmark:
         series = {s["label"]: s["values"] for s in entry["series"]}
         roof = Ceiling(**entry["ceiling"]) if entry.get("ceiling") else None
         notes = []
-        if entry["x"] != _as_json(xs) or list(series) != list(variants) or (
-                (roof.kind if roof else None) != ceiling):
-            notes.append("recorded with other sizes, variants or ceiling than this page now "
-                         "asks for")
+        if entry["x"] != _as_json(xs):
+            notes.append("recorded at other sizes than this page now asks for")
+        missing = [variant for variant in variants if variant not in series]
+        if missing:  # e.g. a variant that the GPU refused, or that the page added since
+            notes.append(f"{name} has no recording of {', '.join(missing)}: not run there")
+        extra = [variant for variant in series if variant not in variants]
+        if extra:
+            notes.append(f"recorded with {', '.join(extra)}, which this page no longer runs")
+        if (roof.kind if roof else None) != ceiling:
+            notes.append("recorded with another ceiling than this page now asks for")
         synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
         run = Run(gpu=name, slug=record["gpu"]["slug"], live=False,
                   provenance=synthetic + store.provenance(
