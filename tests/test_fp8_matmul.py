@@ -14,7 +14,7 @@ TILE_PLUS_ONE = tuple(size + 1 for size in INTERPRETER_TILE)
 # (M, N, K): ones, odd sizes, and a tile plus one in each direction.
 SHAPES = runtime.pick(
     interpreter=[(1, 1, 1), (77, 45, 130), TILE_PLUS_ONE],
-    gpu=[(1, 1, 1), (77, 45, 130), TILE_PLUS_ONE, (129, 257, 129), (1000, 1500, 700)],
+    gpu=[(1, 1, 1), (77, 45, 130), TILE_PLUS_ONE, (65, 129, 129), (129, 257, 1000)],
 )
 # Scales per (a, b): one each, one per row of a and column of b, and the two mixed.
 SCALINGS = [("tensor", "tensor"), ("row", "column"), ("row", "tensor"), ("tensor", "column")]
@@ -95,6 +95,7 @@ def test_quantization_round_trip(per, device):
     number, and within half the subnormal step (2**-10 times the scale) below that; each
     group's largest magnitude lands on 448."""
     x = torch.randn(64, 200, device=device) * torch.logspace(-2, 2, 200, device=device)
+    x[::7, ::3] *= 1e-6  # values that land among e4m3's subnormals in every group
     x_fp8, scale = quantize_fp8(x, per=per)
     assert x_fp8.dtype == FP8 and scale.dtype == torch.float32
     assert scale.shape == {"tensor": (), "row": (64, 1), "column": (1, 200)}[per]
@@ -148,14 +149,16 @@ def test_saturation_mistake(device):
 @pytest.mark.parametrize("mistake", ["multiplied", "forgotten"])
 def test_scale_mistake(mistake, device):
     """Quantizing by multiplying by the scale instead of dividing pushes randn-sized values
-    (scale about 0.01) down into e4m3's subnormals and zero; forgetting the scales in the
-    product leaves it too small by scale_a * scale_b. Both are wrong by about 100%."""
+    (scale about 0.01) down into e4m3's subnormals and zero, so the product comes out near
+    zero (wrong by about 100%); forgetting the scales in the product leaves it too large by
+    1 / (scale_a * scale_b), about 10**4 here. Quantizing right costs a few percent (e4m3's
+    rounding, up to 2**-4 per value)."""
     a, b = torch.randn(48, 96, device=device), torch.randn(96, 40, device=device)
     reference = a.double() @ b.double()
     a_fp8, scale_a = quantize_fp8(a)
     b_fp8, scale_b = quantize_fp8(b)
     right = fp8_matmul(a_fp8, b_fp8, scale_a, scale_b, torch.float32)
-    assert relative_error(right, reference) < 0.05  # what quantization itself costs
+    assert relative_error(right, reference) < 0.08  # what quantization itself costs
     if mistake == "multiplied":
         a_fp8 = (a * scale_a).clamp(-E4M3_MAX, E4M3_MAX).to(FP8)
         b_fp8 = (b * scale_b).clamp(-E4M3_MAX, E4M3_MAX).to(FP8)

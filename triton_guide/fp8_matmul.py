@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .hardware import multiprocessors
 from .launch import cdiv
 from .matmul import tile_of_program
 from .matrix_layout import stored_by_columns
@@ -105,17 +106,33 @@ def _config(m: int, n: int, k: int, stages: int, warps: int) -> triton.Config:
 INTERPRETER_TILE = (32, 32, 32)
 
 
+# The tile for products too small to fill the GPU with large tiles (not tuned there).
+SMALL_TILE = (64, 128, 128, 4, 4)
+
+
 def fp8_configs() -> list[triton.Config]:
     """The tiles the autotuner tries. FP8 tiles take half the shared memory of 16-bit ones,
     so K steps of 128 fit several stages; wgmma multiplies FP8 32 values of K at a time."""
     if interpreting():
         return [_config(*INTERPRETER_TILE, 1, 4)]
     return [_config(128, 256, 128, 3, 8), _config(256, 128, 128, 3, 8),
-            _config(128, 128, 128, 4, 8), _config(128, 128, 128, 4, 4),
-            _config(64, 128, 128, 4, 4)]
+            _config(128, 128, 128, 4, 8), _config(128, 128, 128, 4, 4), _config(*SMALL_TILE)]
 
 
-@triton.autotune(configs=fp8_configs(), key=["M", "N", "K", "SCALE_A_ROWS", "SCALE_B_COLUMNS"])
+def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Large tiles only for products with at least four 128 x 128 tiles per SM; smaller ones
+    get the one small tile, untimed (each new shape would otherwise compile and time five)."""
+    if len(configs) == 1:
+        return configs
+    M, N = named_args["M"], named_args["N"]
+    if cdiv(M, 128) * cdiv(N, 128) >= 4 * multiprocessors(named_args["a_ptr"].device):
+        return configs
+    return [c for c in configs if (c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_N"],
+                                   c.num_warps) == (SMALL_TILE[0], SMALL_TILE[1], SMALL_TILE[4])]
+
+
+@triton.autotune(configs=fp8_configs(), key=["M", "N", "K", "SCALE_A_ROWS", "SCALE_B_COLUMNS"],
+                 prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def fp8_matmul_kernel(
     a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr,
@@ -145,8 +162,11 @@ def fp8_matmul_kernel(
     a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
 
-    # The FP8 products are summed in float32: each is exact there (two 4-bit significands
-    # make at most 8 bits), and a sum over thousands of them needs float32's 24 bits.
+    # The FP8 products are summed into a float32 accumulator: each is exact there (two
+    # 4-bit significands make at most 8 bits). On sm_90, Triton's default for an FP8 tl.dot
+    # (max_num_imprecise_acc 2**30, never promoted) leaves the summation to the tensor
+    # cores' own FP8 accumulation, which keeps fewer bits than float32: the same choice as
+    # torch._scaled_mm(..., use_fast_accum=True). The interpreter sums in float32.
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
