@@ -23,7 +23,7 @@ SCALINGS = [("tensor", "tensor"), ("row", "column"), ("row", "tensor"), ("tensor
 # output by one bfloat16 rounding (8 significant bits: 2**-8 relative at most, to nearest).
 # The interpreter's cast to bfloat16 truncates instead (test_interpreter_bfloat16_truncates):
 # up to a whole step, 2**-7.
-RTOL = {torch.float32: runtime.pick(interpreter=1e-5, gpu=1e-3),
+RTOL = {torch.float32: runtime.pick(interpreter=1e-5, gpu=2e-3),
         torch.bfloat16: runtime.pick(interpreter=2**-7, gpu=2**-8)}
 # e4m3 keeps 3 mantissa bits: a normal value rounds to within half a step, 2**-4 relative.
 E4M3_RELATIVE = 2.0 ** -4
@@ -47,6 +47,21 @@ def test_against_float64(M, N, K, scaling, out_dtype, device, check):
     assert c.dtype == out_dtype and c.shape == (M, N)
     reference = fp8_matmul_reference(a_fp8, b_fp8, scale_a, scale_b)
     check("fp8_matmul", c, reference, rtol=RTOL[out_dtype])
+
+
+def fast_accumulation_rtol(K):
+    """With fast_accumulation on sm_90 the tensor cores keep the whole sum. Their FP8
+    accumulation is not documented; this assumes it loses at most 2**-13 of the sum per
+    32-deep step (not yet checked on a GPU). The interpreter sums in float32."""
+    return runtime.pick(interpreter=1e-5, gpu=2e-3 + 2.0 ** -13 * -(-K // 32))
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_fast_accumulation(M, N, K, device, check):
+    _, _, a_fp8, b_fp8, scale_a, scale_b = operands(M, N, K, ("row", "column"), device)
+    c = fp8_matmul(a_fp8, b_fp8, scale_a, scale_b, torch.float32, fast_accumulation=True)
+    reference = fp8_matmul_reference(a_fp8, b_fp8, scale_a, scale_b)
+    check("fp8_matmul fast accumulation", c, reference, rtol=fast_accumulation_rtol(K))
 
 
 @pytest.mark.skipif(not runtime.interpreting(), reason="about the Triton interpreter")
@@ -105,7 +120,8 @@ def test_quantization_round_trip(per, device):
     normal = scaled >= E4M3_SMALLEST_NORMAL
     assert normal.any() and (~normal).any()
     assert (error[normal] <= E4M3_RELATIVE * x.double().abs()[normal]).all()
-    assert (error <= 2.0 ** -10 * scale.double().expand_as(x) + E4M3_RELATIVE * x.double().abs()).all()
+    subnormal_step = 2.0 ** -9 * scale.double().expand_as(x)
+    assert (error <= subnormal_step / 2 + E4M3_RELATIVE * x.double().abs()).all()
     # the bound is nearly reached: 3 mantissa bits, not more
     assert (error[normal] / x.double().abs()[normal]).max() > E4M3_RELATIVE / 2
     dims = {"tensor": None, "row": 1, "column": 0}[per]
@@ -183,7 +199,7 @@ def refusals(device, wrong_device):
         ("b_fp8", TypeError, {"b_fp8": good["b_fp8"].half()}),
         ("b_fp8", TypeError, {"b_fp8": [[1.0]]}),
         ("a_fp8", ValueError, {"a_fp8": good["a_fp8"][0]}),  # 1D
-        ("a_fp8", ValueError, {"a_fp8": good["a_fp8"][:0], "scale_a": torch.ones((), device=device)}),
+        ("a_fp8", ValueError, {"a_fp8": good["a_fp8"][:0], "scale_a": good["scale_b"][0, 0]}),
         ("a_fp8", ValueError, {"a_fp8": good["a_fp8"].to(wrong_device)}),
         ("b_fp8's rows", ValueError, {"b_fp8": good["b_fp8"][1:]}),
         ("scale_a", TypeError, {"scale_a": good["scale_a"].double()}),
@@ -207,6 +223,8 @@ def test_refusals_name_the_argument(device, wrong_device):
             fp8_matmul(**arguments)
     with pytest.raises(TypeError, match="out_dtype"):
         fp8_matmul(**good_inputs(device), out_dtype=torch.float64)
+    with pytest.raises(TypeError, match="fast_accumulation"):
+        fp8_matmul(**good_inputs(device), fast_accumulation="yes")
 
 
 def test_quantize_refusals(device):

@@ -27,7 +27,7 @@ from .launch import cdiv
 from .matmul import tile_of_program
 from .matrix_layout import stored_by_columns
 from .runtime import interpreting
-from .validation import check_tensor, needs_int64_offsets
+from .validation import check_bool, check_tensor, needs_int64_offsets
 
 FP8 = torch.float8_e4m3fn
 # e4m3's largest finite value: 1.75 * 2**8 (exponent field 1111, mantissa 110; 1111 111 is NaN).
@@ -131,7 +131,8 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
                                    c.num_warps) == (SMALL_TILE[0], SMALL_TILE[1], SMALL_TILE[4])]
 
 
-@triton.autotune(configs=fp8_configs(), key=["M", "N", "K", "SCALE_A_ROWS", "SCALE_B_COLUMNS"],
+@triton.autotune(configs=fp8_configs(),
+                 key=["M", "N", "K", "SCALE_A_ROWS", "SCALE_B_COLUMNS", "FAST_ACCUMULATION"],
                  prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def fp8_matmul_kernel(
@@ -144,6 +145,7 @@ def fp8_matmul_kernel(
     GROUP_SIZE_M: tl.constexpr,
     SCALE_A_ROWS: tl.constexpr,  # scale_a holds one scale per row of a (else one in all)
     SCALE_B_COLUMNS: tl.constexpr,  # scale_b holds one per column of b (else one in all)
+    FAST_ACCUMULATION: tl.constexpr = False,  # leave the sum to the tensor cores (below)
     INT64_OFFSETS: tl.constexpr = False,  # offsets can pass 2**31 - 1: compute them in int64
 ):
     pid_m, pid_n = tile_of_program(tl.program_id(axis=0), M, N, BLOCK_SIZE_M, BLOCK_SIZE_N,
@@ -163,16 +165,21 @@ def fp8_matmul_kernel(
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
 
     # The FP8 products are summed into a float32 accumulator: each is exact there (two
-    # 4-bit significands make at most 8 bits). On sm_90, Triton's default for an FP8 tl.dot
-    # (max_num_imprecise_acc 2**30, never promoted) leaves the summation to the tensor
-    # cores' own FP8 accumulation, which keeps fewer bits than float32: the same choice as
-    # torch._scaled_mm(..., use_fast_accum=True). The interpreter sums in float32.
+    # 4-bit significands make at most 8 bits). On sm_90 the tensor cores' own FP8
+    # accumulation keeps fewer bits than float32, and Triton's default for an FP8 tl.dot
+    # (max_num_imprecise_acc 2**30) never moves the sum out of it: FAST_ACCUMULATION, as
+    # torch._scaled_mm(..., use_fast_accum=True). Otherwise each tile step's products
+    # (BLOCK_SIZE_K of them) are summed by the tensor cores and that partial sum is added to
+    # the float32 accumulator, as _scaled_mm does by default. The interpreter sums in float32.
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
+        if FAST_ACCUMULATION:
+            accumulator = tl.dot(a, b, accumulator)
+        else:
+            accumulator = tl.dot(a, b, accumulator, max_num_imprecise_acc=BLOCK_SIZE_K)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
 
@@ -223,13 +230,17 @@ def _check_scale(name: str, scale: object, shapes: dict[tuple, bool],
 
 
 def fp8_matmul(a_fp8: torch.Tensor, b_fp8: torch.Tensor, scale_a: torch.Tensor,
-               scale_b: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+               scale_b: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16,
+               fast_accumulation: bool = False) -> torch.Tensor:
     """``(a_fp8 @ b_fp8) * scale_a * scale_b`` in ``out_dtype``, summed in float32.
 
     ``a_fp8`` (M x K) and ``b_fp8`` (K x N) are ``torch.float8_e4m3fn``; ``scale_a`` is float32
     of shape ``()`` or ``(1,)`` (one scale) or ``(M, 1)`` (one per row of a); ``scale_b`` of
     shape ``()``, ``(1,)`` or ``(1, N)`` (one per column of b), as :func:`quantize_fp8` makes
-    them. ``out_dtype``: float32, bfloat16 or float16.
+    them. ``out_dtype``: float32, bfloat16 or float16. ``fast_accumulation``: on sm_90, leave
+    the whole sum over K to the tensor cores' FP8 accumulation, which keeps fewer bits than
+    float32 (``torch._scaled_mm``'s ``use_fast_accum``); by default each tile step's partial
+    sum is added in float32.
 
     On Hopper, wgmma takes FP8 operands in one order only, K-major: a stored by rows and b by
     columns (as for TF32, see ``matrix_layout.k_major``); ``torch._scaled_mm`` also requires b
@@ -255,6 +266,7 @@ def fp8_matmul(a_fp8: torch.Tensor, b_fp8: torch.Tensor, scale_a: torch.Tensor,
     if out_dtype not in OUT_DTYPES:
         names = ", ".join(str(d).removeprefix("torch.") for d in OUT_DTYPES)
         raise TypeError(f"out_dtype is {out_dtype}; expected one of: {names}")
+    fast_accumulation = check_bool("fast_accumulation", fast_accumulation)
     if stored_by_columns(a_fp8) or a_fp8.stride(1) != 1:
         a_fp8 = a_fp8.contiguous()
     if not (stored_by_columns(b_fp8) or (N == 1 and b_fp8.stride(0) == 1)):
@@ -270,6 +282,7 @@ def fp8_matmul(a_fp8: torch.Tensor, b_fp8: torch.Tensor, scale_a: torch.Tensor,
         a_fp8.stride(0), a_fp8.stride(1), b_fp8.stride(0), b_fp8.stride(1),
         c.stride(0), c.stride(1),
         scale_a.stride(0) if scale_a_rows else 0, scale_b.stride(1) if scale_b_columns else 0,
-        SCALE_A_ROWS=scale_a_rows, SCALE_B_COLUMNS=scale_b_columns, INT64_OFFSETS=int64,
+        SCALE_A_ROWS=scale_a_rows, SCALE_B_COLUMNS=scale_b_columns,
+        FAST_ACCUMULATION=fast_accumulation, INT64_OFFSETS=int64,
     )
     return c
