@@ -14,8 +14,9 @@
    per-row/column scales (b stored by columns), ours with b stored by rows (the launcher's
    copy counted), ours with ``fast_accumulation``, ``torch._scaled_mm`` per tensor (with and
    without ``use_fast_accum``) and per row (reported as refused if this torch refuses it),
-   and ``torch.matmul`` on bfloat16 copies (cuBLAS). Every output is bfloat16. Ours is also checked against float64 of its
-   own dequantized inputs (the kernel's correctness: within bfloat16 rounding).
+   and ``torch.matmul`` on bfloat16 copies (cuBLAS). Every output is bfloat16. Ours is also
+   checked against float64 of its own dequantized inputs (the kernel's correctness: within
+   bfloat16 rounding, plus the tensor cores' sum with fast accumulation).
 
 torch._scaled_mm's schema (torch 2.11, as PyTorch's native_functions declares it):
 ``_scaled_mm(Tensor self, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias=None,

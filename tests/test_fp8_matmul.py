@@ -239,3 +239,25 @@ def test_quantize_refusals(device):
     ]:
         with pytest.raises(error, match=words):
             quantize_fp8(value, per=per)
+
+
+def test_compiles_for_sm90_with_fp8_wgmma():
+    """On any machine: the kernel compiled for sm_90 (an H100) multiplies e4m3 operands with
+    wgmma, in both accumulation modes, without spilling at the small tile."""
+    from triton_guide.compiled import Launch, compile_for
+    from triton_guide.fp8_matmul import SMALL_TILE, fp8_matmul_kernel
+
+    a = torch.empty(64, dtype=FP8)
+    c = torch.empty(64, dtype=torch.bfloat16)
+    scale = torch.empty(4, dtype=torch.float32)
+    M = N = K = 4096
+    block_m, block_n, block_k, stages, warps = SMALL_TILE
+    launches = [Launch(fp8_matmul_kernel, (a, a, c, scale, scale, M, N, K, K, 1, 1, K, N, 1, 1, 1),
+                       dict(BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=block_k,
+                            GROUP_SIZE_M=8, SCALE_A_ROWS=True, SCALE_B_COLUMNS=True,
+                            FAST_ACCUMULATION=fast, num_warps=warps, num_stages=stages))
+                for fast in (False, True)]
+    for kernel in compile_for(launches):
+        assert ".target sm_90a" in kernel.ptx
+        assert "wgmma.mma_async" in kernel.ptx and ".e4m3.e4m3" in kernel.ptx
+        assert kernel.spills == 0
