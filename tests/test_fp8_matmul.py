@@ -142,8 +142,8 @@ def test_zeros_quantize_to_zeros(device):
 
 def test_saturation_mistake(device):
     """A scale too small for the data (here: none, scale 1, for values up to 1000) sends
-    values past 448. Cast without the clamp, such a value becomes NaN (c10's conversion, at
-    480 and above) or 448 (a saturating cast, as torch 2.13's CPU cast does): either way the
+    values past 448. Cast without the clamp, such a value becomes NaN (c10's conversion, above
+    464) or 448 (a saturating cast, as torch 2.13's CPU cast does): either way the
     product is far off, where the right scale keeps it within a few percent."""
     a = torch.randn(32, 64, device=device)
     a[:, 0] = 1000.0  # an outlier column

@@ -50,11 +50,12 @@ def quantize_fp8(x: torch.Tensor, per: str = "tensor") -> tuple[torch.Tensor, to
     e4m3's largest value and the rest keep as many of its 3 mantissa bits as the exponent
     range allows (a group of zeros gets scale 1). The scaled values are clamped to ``±448``
     before the cast, so that the cast never sees a value past e4m3's range: what it does
-    with one depends on the PyTorch build. c10's scalar conversion
-    (``fp8e4m3fn_from_fp32_value``) rounds magnitudes below 464 to 448 and gives NaN from
-    480 up, infinity included; torch 2.13's CPU cast saturates instead (1000 and inf became
-    448 when checked). A value divided by its own group's amax cannot pass 448 except by a
-    rounding of the division, but the clamp makes every build agree.
+    with one depends on the PyTorch build. In c10's ``fp8e4m3fn_from_fp32_value`` as PyTorch's
+    source has long had it, magnitudes up to 464 (halfway to the next binade's 480) round to
+    448 and anything larger, infinity included, becomes NaN (e4m3fn has no infinity); torch
+    2.13's CPU cast saturates instead (470, 1000 and inf all gave 448 when checked). A value
+    divided by its own group's amax passes 448 only by a rounding of the division, but the
+    clamp makes every build give the same bits.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
