@@ -111,7 +111,11 @@ else:
 #
 # The launcher, :func:`~triton_guide.gluon_matmul.gluon_matmul`, builds the three TMA
 # descriptors, copies an operand whose rows TMA cannot read into aligned rows, and
-# launches one program per tile. What the compiler made of the loop:
+# launches one program per tile. The kernel is written for Triton 3.6, the GPU image's;
+# Gluon is still changing: Triton 3.9 renames the TMA copies ``tma.async_load`` and
+# ``tma.async_store``, and ``tma_load`` and ``tma_store`` are whichever names this
+# Triton has (the version that compiled it is printed above). What the compiler made of
+# the loop:
 
 for name in ("matmul fp16 128x256x64 s3 w8", "matmul fp16 128x128x64 s3 w4"):
     k, config = made[name], gm.CONFIGS[name.removeprefix("matmul fp16 ")]
