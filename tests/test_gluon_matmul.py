@@ -61,6 +61,15 @@ def test_matmul_pipeline_is_tma_mbarrier_and_wgmma(kernels, job):
     assert slots <= kernel.shared <= compiled_tools.HOPPER.shared_per_program
 
 
+@pytest.mark.parametrize("config, programs", [("128x256x64 s3 w8", 1), ("128x128x64 s3 w4", 2)])
+def test_occupancy_is_set_by_the_slots(kernels, config, programs):
+    # 3 slots of 128x64 and 64xBLOCK_N float16 tiles: 144 KiB (one per SM's 228), 96 KiB (two).
+    kernel = kernels[f"matmul fp16 {config}"]
+    fit = kernel.occupancy()
+    assert fit.programs == programs and "shared" in fit.limited_by
+    assert kernel.loop() == compiled_tools.inner_loop(kernel.ptx)
+
+
 def test_copy_kernel_moves_16_bytes_per_access(kernels):
     ptx = kernels["copy fp16"].ptx
     assert "ld.global.v4" in ptx and "st.global.v4" in ptx

@@ -337,6 +337,18 @@ class CompiledKernel:
     def spills(self) -> int:
         return self.local_bytes // 4
 
+    def occupancy(self):
+        """Programs of this kernel that fit on one sm_90 SM (:func:`compiled.occupancy`)."""
+        from .compiled import occupancy
+
+        return occupancy(self.registers, self.shared, self.num_warps)
+
+    def loop(self) -> list[str]:
+        """The PTX lines of its busiest inner loop (:func:`compiled.inner_loop`)."""
+        from .compiled import inner_loop
+
+        return inner_loop(self.ptx)
+
 
 def _stand_in(dtype: torch.dtype) -> torch.Tensor:
     # A descriptor records a base address, a shape and strides; compiling reads none of
