@@ -209,11 +209,12 @@ def refusals(device, wrong_device):
         ("scale_b", ValueError, {"scale_b": torch.ones(2, device=device)}),
         ("scale_b", ValueError, {"scale_b": torch.empty(0, device=device)}),
         ("scale_b", ValueError, {"scale_b": good["scale_b"].to(wrong_device)}),
+    ] + ([  # scale values: checked where reading them does not wait for a GPU
         ("scale_a", ValueError, {"scale_a": torch.zeros((), device=device)}),
         ("scale_a", ValueError, {"scale_a": -torch.ones(5, 1, device=device)}),
         ("scale_b", ValueError, {"scale_b": torch.tensor(float("inf"), device=device, dtype=f32)}),
         ("scale_b", ValueError, {"scale_b": torch.full((1, 6), float("nan"), device=device)}),
-    ]
+    ] if torch.device(device).type == "cpu" else [])
 
 
 def test_refusals_name_the_argument(device, wrong_device):
