@@ -217,13 +217,16 @@ def test_the_plot_draws_both_gpus_variants_and_ceilings(page, store_dir):
     import matplotlib.pyplot as plt
 
     figure = recalled(page, store_dir).plot()
+    today = store.load("synthetic_add", store_dir)[0]["date"][:10]
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     plt.close(figure)
     assert labels == [
         "Synthetic A100: triton_guide", "Synthetic A100: torch",
-        "Synthetic A100: ceiling, synthetic copy 1,500 GB/s",
+        f"Synthetic A100: ceiling, synthetic copy; median of 1 recorded run, {today} "
+        "1,500 GB/s",
         "Synthetic B200: triton_guide", "Synthetic B200: torch",
-        "Synthetic B200: ceiling, synthetic copy 4,000 GB/s"]
+        f"Synthetic B200: ceiling, synthetic copy; median of 1 recorded run, {today} "
+        "4,000 GB/s"]
 
 
 @needs_interpreter
@@ -517,15 +520,71 @@ def test_ceilings_come_from_any_pages_recordings_per_gpu(page, store_dir, monkey
     record["benchmarks"][0]["ceiling"] = {"kind": "gemm_fp16", "label": "synthetic gemm",
                                           "value": 1234.0, "unit": "TFLOP/s"}
     (store_dir / "synthetic-b200" / "another_page.json").write_text(json.dumps(record))
-    # a copy ceiling on a page sorting before this one's: this page's own comes first
-    record["benchmarks"][0]["ceiling"] = {"kind": "copy", "label": "synthetic copy",
-                                          "value": 1.0, "unit": "GB/s"}
-    (store_dir / "synthetic-b200" / "a_page.json").write_text(json.dumps(record))
+    # two more runs' copy ceilings on other pages: the GPU's is the median of the three
+    for key, value in (("a_page", 1.0), ("z_page", 3000.0)):
+        record["benchmarks"][0]["ceiling"] = {"kind": "copy", "label": "synthetic copy",
+                                              "value": value, "unit": "GB/s"}
+        (store_dir / "synthetic-b200" / f"{key}.json").write_text(json.dumps(record))
     bench = Benchmark(page, results_dir=store_dir)
     copies, gemms = bench.ceilings("copy"), bench.ceilings("gemm_fp16")
     assert ({gpu: c.value for gpu, c in copies.items()},
             {gpu: c.value for gpu, c in gemms.items()}) == (
-        {"Synthetic A100": 1500.0, "Synthetic B200": 4000.0}, {"Synthetic B200": 1234.0})
+        {"Synthetic A100": 1500.0, "Synthetic B200": 3000.0}, {"Synthetic B200": 1234.0})
+
+
+def three_pages_with_different_ceilings(tmp_path) -> tuple[list[Path], Path]:
+    """Three synthetic pages recorded on one GPU on different days, each run having measured
+    its own copy ceiling: 1500, 1000 and 1200 GB/s, whose median is 1200."""
+    directory = tmp_path / "three_pages"
+    pages = []
+    for key, date, ceiling in (("first_page", "2026-01-01T00:00:00Z", 1500.0),
+                               ("second_page", "2026-02-01T00:00:00Z", 1000.0),
+                               ("third_page", "2026-03-01T00:00:00Z", 1200.0)):
+        path = tmp_path / "examples" / "basics" / f"0_{key}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(PAGE_SOURCE)
+        record = synthetic_record(path, "NVIDIA Synthetic A100")
+        record["date"] = date
+        record["benchmarks"][0]["ceiling"]["value"] = ceiling
+        store.save(record, directory)
+        pages.append(path)
+    return pages, directory
+
+
+@needs_interpreter
+def test_every_page_draws_one_ceiling_per_gpu_the_median_of_its_runs(tmp_path, capsys):
+    pages, directory = three_pages_with_different_ceilings(tmp_path)
+    on_disk = [json.loads((directory / "synthetic-a100" / f"{page.stem[2:]}.json")
+                          .read_text())["benchmarks"][0]["ceiling"]["value"] for page in pages]
+    drawn = []
+    for page in pages[:2]:  # the two pages whose own runs measured 1500 and 1000
+        bench = Benchmark(page, results_dir=directory)
+        results = bench.sweep(TITLE, XS, {"triton_guide": None, "torch": None}, None,
+                              label="n", unit="GB/s", ceiling="copy")
+        (run,) = results
+        rows = results.summary()
+        drawn.append((run.ceiling.value, run.fraction_of_ceiling("triton_guide"),
+                       rows["triton_guide / ceiling"],
+                       bench.ceilings("copy")["Synthetic A100"].value))
+    printed = capsys.readouterr().out
+    # the files keep what their runs measured; both pages draw the median, 1200 GB/s
+    assert on_disk == [1500.0, 1000.0, 1200.0]
+    assert drawn == [(1200.0, 1.0, {"Synthetic A100": 1.0}, 1200.0)] * 2
+    assert printed.count("ceiling (synthetic copy; median of 3 recorded runs, 2026-01-01 to "
+                         "2026-03-01) 1,200 GB/s") == 2
+    assert "1,500 GB/s" not in printed and "1,000 GB/s" not in printed
+
+
+def test_a_live_gpu_draws_the_recorded_gpus_one_ceiling(tmp_path, monkeypatch):
+    pages, directory = three_pages_with_different_ceilings(tmp_path)
+    fake_timed_gpu(monkeypatch)
+    bench = Benchmark(pages[0], results_dir=directory)
+    results = bench.sweep(TITLE, XS, TIMED_VARIANTS, lambda x, ms: x / ms, label="n",
+                          unit="GB/s", ceiling="copy")
+    assert {run.gpu: run.ceiling.value for run in results.runs} == {
+        "Synthetic Live GPU": 999.0, "Synthetic A100": 1200.0}
+    assert {gpu: c.value for gpu, c in bench.ceilings("copy").items()} == {
+        "Synthetic Live GPU": 999.0, "Synthetic A100": 1200.0}
 
 
 def test_ceilings_read_other_pages_through_the_schema_check(page, store_dir, monkeypatch):

@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -261,6 +262,30 @@ def load(key: str | None, directory: Path | None = None) -> list[dict]:
         record["path"] = str(path)
         records.append(record)
     return records
+
+
+def recorded_ceilings(directory: Path | None = None) -> dict[tuple[str, str], dict]:
+    """The one ceiling per ``(gpu slug, kind)`` that every page draws: the median of the
+    ceilings that GPU's recorded runs measured, one value per run (per page's recording),
+    over every page's recordings, so no page's run (a slow or a fast day) sets it alone.
+    Each is the ``Ceiling`` fields (label and unit of the most recent of those runs, value
+    the median) plus ``runs`` (how many) and ``first`` and ``last`` (their dates). The
+    recording files are left as they are: each keeps the ceiling its own run measured."""
+    found: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    for record in load(None, directory):
+        kinds = {}
+        for entry in record["benchmarks"]:  # one run measures each kind once
+            if entry.get("ceiling"):
+                kinds.setdefault(entry["ceiling"]["kind"], entry["ceiling"])
+        for kind, roof in kinds.items():
+            found.setdefault((record["gpu"]["slug"], kind), []).append((record["date"], roof))
+    unified = {}
+    for key, runs in found.items():
+        runs.sort(key=lambda run: run[0])
+        latest = runs[-1][1]
+        unified[key] = {**latest, "value": statistics.median(r["value"] for _, r in runs),
+                        "runs": len(runs), "first": runs[0][0], "last": runs[-1][0]}
+    return unified
 
 
 def find_benchmark(record: dict, title: str) -> dict | None:

@@ -66,6 +66,7 @@ class Benchmark:
         if recordings_from is not None:
             self._recall_from(recordings_from, own)
         self._record: dict | None = None
+        self._unified: dict | None = None  # store.recorded_ceilings, read once
         self._titles: set[str] = set()
 
     def _recall_from(self, key: str, own: str | None) -> None:
@@ -128,17 +129,29 @@ class Benchmark:
         found: dict[str, Ceiling] = {}
         if self.live:
             found[store.short_gpu_name(self.gpu["name"])] = measure_ceiling(kind)
-        records = sorted(store.load(None, self.results_dir),
-                         key=lambda r: (Path(r["path"]).stem != self.key, Path(r["path"])))
-        for record in records:
-            if self.live and record["gpu"]["slug"] == self.gpu["slug"]:
+        names = {r["gpu"]["slug"]: store.short_gpu_name(r["gpu"]["name"])
+                 for r in store.load(None, self.results_dir)}
+        for slug, name in sorted(names.items()):
+            if self.live and slug == self.gpu["slug"]:
                 continue
-            name = store.short_gpu_name(record["gpu"]["name"])
-            roofs = [entry["ceiling"] for entry in record["benchmarks"]
-                     if (entry.get("ceiling") or {}).get("kind") == kind]
-            if roofs and name not in found:
-                found[name] = Ceiling(**roofs[0])
+            roof = self.recorded_ceiling(slug, kind)
+            if roof is not None and name not in found:
+                found[name] = roof
         return found
+
+    def recorded_ceiling(self, slug: str, kind: str) -> Ceiling | None:
+        """GPU ``slug``'s one recorded ceiling ``kind``, the same on every page
+        (:func:`results.recorded_ceilings`: the median over every page's recorded runs);
+        its label says so. ``None`` when no page recorded that kind there."""
+        if self._unified is None:
+            self._unified = store.recorded_ceilings(self.results_dir)
+        roof = self._unified.get((slug, kind))
+        if roof is None:
+            return None
+        dates = sorted({roof["first"][:10], roof["last"][:10]})
+        return Ceiling(kind, f"{roof['label']}; median of {roof['runs']} recorded "
+                       f"run{'s' if roof['runs'] > 1 else ''}, {' to '.join(dates)}",
+                       roof["value"], roof["unit"])
 
     def sweep(
         self,
@@ -271,7 +284,9 @@ class Benchmark:
                   f"`make bench PAGE={self.key}` records it).")
             return None
         series = {s["label"]: s["values"] for s in entry["series"]}
-        roof = Ceiling(**entry["ceiling"]) if entry.get("ceiling") else None
+        # the GPU's one ceiling of this kind, not the one this recording's run measured
+        roof = (self.recorded_ceiling(record["gpu"]["slug"], entry["ceiling"]["kind"])
+                if entry.get("ceiling") else None)
         notes = []
         if entry["x"] != _as_json(xs):
             notes.append("recorded at other sizes than this page now asks for")
