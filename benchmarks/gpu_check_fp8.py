@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.pop("TRITON_GUIDE_RECORD", None)
 
+from native_tests import run_test_module  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
@@ -70,23 +70,6 @@ def casts() -> dict:
         print(f"float32 -> float8_e4m3fn on {device}: "
               + ", ".join(f"{v:g} -> {g:g}" for v, g in zip(CAST_VALUES, got)))
     return out
-
-
-def run_tests() -> dict:
-    """The test module, natively, in a child process (its summary line and exit status)."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_fp8_matmul.py", "-q",
-                           "-p", "no:cacheprovider", "-rs"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    lines = done.stdout.strip().splitlines()
-    print(f"pytest tests/test_fp8_matmul.py: {lines[-1] if lines else '(no output)'} "
-          f"({time.perf_counter() - start:.0f} s)")
-    if done.returncode != 0:
-        print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
-    return {"returncode": done.returncode, "summary": lines[-1] if lines else "",
-            "tail": done.stdout[-6000:] if done.returncode else ""}
 
 
 def inputs(M: int, N: int, K: int) -> list[dict]:
@@ -204,7 +187,7 @@ def main() -> int:
                "scaled_mm_schema": str(torch.ops.aten._scaled_mm.default._schema)}
     print(f"torch._scaled_mm: {results['scaled_mm_schema']}")
     results["casts"] = casts()
-    results["tests"] = run_tests()
+    results["tests"] = run_test_module("tests/test_fp8_matmul.py")
     rows, timings_ok = [], True
     for shape in SHAPES:
         start = time.perf_counter()

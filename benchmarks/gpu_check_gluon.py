@@ -23,15 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.pop("TRITON_GUIDE_RECORD", None)
 
+from native_tests import run_test_module  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
@@ -42,23 +41,6 @@ from triton_guide.testing import relative_error, tolerance  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (2000, 3000, 1000)]  # (M, N, K)
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def run_tests() -> dict:
-    """The test module, natively, in a child process (its summary line and exit status)."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_gluon_matmul.py", "-q",
-                           "-p", "no:cacheprovider", "-rs"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    lines = done.stdout.strip().splitlines()
-    print(f"pytest tests/test_gluon_matmul.py: {lines[-1] if lines else '(no output)'} "
-          f"({time.perf_counter() - start:.0f} s)")
-    if done.returncode != 0:
-        print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
-    return {"returncode": done.returncode, "summary": lines[-1] if lines else "",
-            "tail": done.stdout[-6000:] if done.returncode else ""}
 
 
 def gpu_compiled() -> dict:
@@ -125,7 +107,7 @@ def main() -> int:
     print(tg.runtime.describe())
     results = {"device": torch.cuda.get_device_name(), "triton": triton.__version__,
                "torch": torch.__version__}
-    results["tests"] = run_tests()
+    results["tests"] = run_test_module("tests/test_gluon_matmul.py")
     print("compiled on this GPU:")
     results["compiled"] = gpu_compiled()
     results["timings"], timings_ok = timings()
