@@ -24,7 +24,7 @@ import triton.language as tl
 
 from .hardware import multiprocessors
 from .launch import cdiv
-from .matmul import tile_of_program
+from .matmul import store_output_tile, tile_of_program
 from .matrix_layout import stored_by_columns
 from .runtime import interpreting
 from .validation import check_bool, check_tensor, needs_int64_offsets
@@ -199,9 +199,8 @@ def fp8_matmul_kernel(
     else:
         accumulator = accumulator * tl.load(scale_b_ptr)
 
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=mask)
+    store_output_tile(c_ptr, accumulator, pid_m, pid_n, M, N, stride_cm, stride_cn,
+                      BLOCK_SIZE_M, BLOCK_SIZE_N, 1, INT64_OFFSETS)
 
 
 def _check_fp8(name: str, x: object) -> torch.Tensor:
