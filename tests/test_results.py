@@ -628,16 +628,23 @@ def test_measure_records_each_value_once_with_no_ceiling(page, tmp_path, monkeyp
     assert "ceiling (GiB)" not in results.summary()
 
 
-@needs_interpreter
-def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, monkeypatch):
-    import matplotlib.pyplot as plt
-
+def save_peak_recording(page, directory, labels):
+    """A recording on a synthetic A100 of "synthetic peak" (GiB over XS, no ceiling), one
+    series per label, each 0.5, 1.0, 2.0."""
     record = synthetic_record(page, "NVIDIA Synthetic A100")
     record["benchmarks"] = [{
         "title": "synthetic peak", "label": "n", "xlabel": "n", "unit": "GiB", "logx": True,
         "x": XS, "ceiling": None,
-        "series": [{"label": "ours", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]}]}]
-    store.save(record, tmp_path / "results")
+        "series": [{"label": label, "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]}
+                   for label in labels]}]
+    store.save(record, directory)
+
+
+@needs_interpreter
+def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    save_peak_recording(page, tmp_path / "results", ["ours"])
     bench = Benchmark(page, results_dir=tmp_path / "results")
     (run,) = bench.measure("synthetic peak", XS, {"ours": None}, label="n", unit="GiB")
     figure = benchmark.Results("synthetic peak", label="n", xlabel="n", unit="GiB",
@@ -650,13 +657,7 @@ def test_a_measurement_is_recalled_and_drawn_without_a_ceiling(page, tmp_path, m
 @needs_interpreter
 def test_a_recording_without_a_variant_the_page_asks_for_says_which(page, tmp_path, capsys):
     # e.g. a variant a GPU refused (warp_specialize on the H100): the note names it.
-    record = synthetic_record(page, "NVIDIA Synthetic A100")
-    record["benchmarks"] = [{
-        "title": "synthetic peak", "label": "n", "xlabel": "n", "unit": "GiB", "logx": True,
-        "x": XS, "ceiling": None,
-        "series": [{"label": "ours", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]},
-                   {"label": "old", "unit": "GiB", "x": XS, "values": [0.5, 1.0, 2.0]}]}]
-    store.save(record, tmp_path / "results")
+    save_peak_recording(page, tmp_path / "results", ["ours", "old"])
     bench = Benchmark(page, results_dir=tmp_path / "results")
     (run,) = bench.measure("synthetic peak", XS, {"ours": None, "ours, specialised": None},
                            label="n", unit="GiB")
