@@ -80,7 +80,11 @@ def test_gradient_matches_float64_autograd(rows, vocab, block_size, dtype, devic
     grad_loss = torch.tensor(1.5, device=device)  # not 1: the backward must rescale
     _, grad = ours_loss_and_grad(logits, target, grad_loss, block_size=block_size)
     _, expected = reference_loss_and_grad(logits, target, grad_loss)
-    check("cross_entropy(grad)", grad, expected, rtol=tolerance(dtype), name="grad")
+    # The target's entry is p - 1: where p is near 1 it cancels, and float32's rounding of p
+    # is what is left. Allow 16 roundings of 1 at the gradient's scale (grad_loss / rows);
+    # float32 torch itself lands 1.9e-5 from float64 on some rows of 17 logits.
+    atol = 16 * torch.finfo(torch.float32).eps * grad_loss.item() / rows
+    check("cross_entropy(grad)", grad, expected, rtol=tolerance(dtype), atol=atol, name="grad")
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1], ids=lambda v: f"smoothing={v}")

@@ -100,21 +100,25 @@ print(f"one trip over {rows} x {VOCAB} bfloat16: {trip:.2f} GB; "
 # ----------
 # One program per row. The first pass is an online log-sum-exp: ``m`` is the largest
 # logit seen so far and ``s`` the sum of ``exp(x - m)``; when a block brings a larger
-# maximum ``m'``, ``s`` is rescaled by ``exp(m - m')``. After the last block,
-# ``lse = m + log(s)`` and the loss of the row is ``lse - x[target]``. Logits of
+# maximum ``m'``, ``s`` is rescaled by ``exp(m - m')``. After the last block the
+# log-sum-exp is ``m + log(s)`` and the loss of the row is ``(m - x[target]) + log(s)``,
+# added in that order: when the target's logit is the largest, ``m - x[target]`` is
+# exactly 0, and the loss keeps every bit of the small ``log(s)`` that rounding
+# ``m + log(s)`` first would lose. Logits of
 # ``-inf`` (classes masked out, such as a vocabulary padded to a round size) are allowed:
 # while every logit seen so far is ``-inf``, so is ``m``, and ``x - m`` would be
 # ``-inf - (-inf)``, which is ``nan``; the kernel subtracts 0 instead (``shift``).
 #
 # With label smoothing ``eps`` the target distribution puts ``1 - eps`` on the target
 # and ``eps / V`` on every class, so the loss is
-# ``lse - (1 - eps) * x[target] - eps / V * sum(x)``, and its derivative with respect
+# ``log-sum-exp - (1 - eps) * x[target] - eps / V * sum(x)``, and its derivative with respect
 # to ``x[j]`` is
 #
 # .. math:: \frac{\partial \ell}{\partial x_j} = \mathrm{softmax}(x)_j
 #    - (1 - \varepsilon)\,[j = t] - \frac{\varepsilon}{V}
 #
-# which needs only ``lse`` and ``x[j]``. So when the logits need a gradient, a second
+# which needs only ``m``, ``log(s)`` and ``x[j]``: ``softmax(x)_j`` is
+# ``exp((x[j] - m) - log(s))``. So when the logits need a gradient, a second
 # pass reads each block again and writes that value, already multiplied by
 # ``1 / (rows not ignored)`` for a mean. Rows whose target is ``ignore_index`` store a
 # zero loss and a zero gradient.
