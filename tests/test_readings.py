@@ -59,6 +59,33 @@ def test_ratios_are_printed_at_every_x(capsys):
         "Synthetic A100, rows / columns by n: 1,024: 3.00, 8,192: 9.00")
 
 
+def test_ratio_range_leaves_out_refused_shapes_and_counts_those_at_parity(capsys):
+    nan = float("nan")
+    results = synthetic({"Synthetic A100": {"ours": [50.0, 80.0, 90.0],
+                                            "flash": [100.0, 80.0, 60.0],
+                                            "cuDNN": [nan, nan, nan]}},
+                        xs=["B1 Nk4k", "B8 Nk4k", "B64 Nk4k"], label="shape")
+    found = benchmark.print_ratio_range(results, "ours", ["flash", "cuDNN"], timing="GPU time")
+    assert found["Synthetic A100"]["flash"] == (0.5, 1.5, 2, 3)
+    low, high, reach, counted = found["Synthetic A100"]["cuDNN"]
+    assert (reach, counted) == (0, 0) and low != low and high != high  # nan: none left
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, GPU time, ours / flash 0.50-1.50x, lowest at B1 Nk4k; 1.0x or more "
+        "at 2 of 3",
+        "Synthetic A100, GPU time, cuDNN refused every shape"]
+
+
+def test_host_bound_lists_the_x_where_the_call_took_over_twice_the_kernel(capsys):
+    # GB/s over bytes per call: 1e3 bytes at 1 GB/s is 1 us.
+    kernel = synthetic({"Synthetic A100": {"ours": [1.0, 1.0, 1.0]}}, xs=[1, 2, 3])
+    called = synthetic({"Synthetic A100": {"ours": [0.25, 0.6, 1.0]}}, xs=[1, 2, 3])
+    found = benchmark.print_host_bound(kernel, called, "ours", work=lambda x: 1e3)
+    assert found == {"Synthetic A100": [(1, 4.0, 1.0)]}
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100: ours as called over 2x its GPU time at 1 of 3 values of n: 1 (4 us, "
+        "1 on the GPU)")
+
+
 def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):
     peaks = {"torch": [3.0, 6.0], "fused": [1.0, 2.0], "in place": [0.0, 0.0]}
     results = synthetic({"Synthetic A100": peaks, "Synthetic B200": dict(peaks)},

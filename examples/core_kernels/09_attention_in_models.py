@@ -32,6 +32,7 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention_decode import (attention_decode, decode_block_n, decode_splits,
                                            uses_decode, visible_keys)
 from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s,
+                                    print_host_bound, print_ratio_range, print_ratios,
                                     roofline, tflop_per_s)
 from triton_guide.hardware import multiprocessors
 from triton_guide.testing import assert_close, tolerance
@@ -227,10 +228,7 @@ steps = bench.sweep("flash-decoding: one program per key head, then split keys",
                     {"one split": decode_step(1), "split keys": decode_step(None)},
                     lambda batch, ms: gb_per_s(step_bytes(batch), ms),
                     label="batch", unit="GB/s", ceiling="copy", gpu_time=True)
-for run in steps:
-    print(f"{run.gpu}: splitting the keys is " + ", ".join(
-        f"{split / one:.1f}x as fast at batch {b}"
-        for b, one, split in zip(run.xs, run["one split"], run["split keys"])))
+print_ratios(steps, "split keys", "one split")  # above 1: splitting is faster
 
 # %%
 # Causal masking, aligned bottom-right
@@ -363,7 +361,8 @@ def decode_sweep(timing, gpu_time):
 # %%
 # The two sweeps, then what they say for each GPU: ours over each backend (above 1,
 # ours is faster), the range over the shapes and where it is lowest, and how many shapes
-# reach 1.0x; then where the host, not the kernel, sets our time as called:
+# reach 1.0x; then the shapes where the host, not the kernel, sets our time as called
+# (a call that took over twice its kernel's GPU time):
 
 on_gpu = decode_sweep("GPU time", gpu_time=True)
 as_called = decode_sweep("as called", gpu_time=False)
@@ -372,25 +371,9 @@ if refused:
     print(f"refused: {', '.join(sorted(refused))}")
 
 
-def ratio_line(run, baseline):
-    ratios = {x: ours / theirs for x, ours, theirs in zip(run.xs, run["ours"], run[baseline])
-              if not math.isnan(ours / theirs)}
-    if not ratios:
-        return f"{baseline} refused every shape"
-    low = min(ratios, key=ratios.get)
-    return (f"ours / {baseline} {ratios[low]:.2f}-{max(ratios.values()):.2f}x, lowest at "
-            f"{low}; 1.0x or more at {sum(r >= 1 for r in ratios.values())} of {len(ratios)}")
-
-
-for timing, results in (("GPU time", on_gpu), ("as called", as_called)):
-    for run, baseline in ((run, b) for run in results for b in BASELINES):
-        print(f"{run.gpu}, {timing}, {ratio_line(run, baseline)}")
-for gpu_run, called_run in ((g, c) for g in on_gpu for c in as_called if c.gpu == g.gpu):
-    kernel, call = (r.us_per_call("ours", call_bytes) for r in (gpu_run, called_run))
-    slow = [f"{x} ({c:.0f} us, {g:.0f} on the GPU)"
-            for x, g, c in zip(gpu_run.xs, kernel, call) if c > 2 * g]
-    print(f"{gpu_run.gpu}: ours as called over twice its GPU time at {len(slow)} of "
-          f"{len(kernel)} shapes" + (f": {', '.join(slow)}" if slow else ""))
+print_ratio_range(on_gpu, "ours", BASELINES, timing="GPU time")
+print_ratio_range(as_called, "ours", BASELINES, timing="as called")
+print_host_bound(on_gpu, as_called, "ours", work=call_bytes)
 if not on_gpu and not as_called:
     print("No GPU has recorded these sweeps yet: the comparison with SDPA waits for one.")
 

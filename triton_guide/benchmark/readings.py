@@ -11,10 +11,11 @@ nothing and returns an empty dict.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 GIB = 2**30
 
@@ -64,6 +65,61 @@ def print_ratios(results, name: str, other: str) -> dict[str, list[float]]:
         print(f"{run.gpu}, {name} / {other} by {results.label}: " + ", ".join(
             f"{x:,}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])))
     return ratios
+
+
+def _shown_x(x) -> str:
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def print_ratio_range(results, name: str, others: Sequence[str], *, timing: str = ""
+                      ) -> dict[str, dict[str, tuple]]:
+    """Print, for each GPU and each of ``others``, ``name`` over it across the x values in
+    one line: the lowest and highest ratio, where the lowest is, and at how many x it
+    reaches 1.0 (x where either reading is nan, such as a shape a baseline refused, left
+    out). ``timing`` (e.g. "GPU time") is said after the GPU. Return
+    ``{gpu: {other: (lowest, highest, reaching 1.0, x counted)}}``; an other with no x
+    left is ``(nan, nan, 0, 0)``."""
+    found = {}
+    for run in results:
+        found[run.gpu] = {}
+        for other in others:
+            ratios = {x: a / b for x, a, b in zip(run.xs, run[name], run[other])
+                      if not math.isnan(a / b)}
+            where = f"{run.gpu}, {timing}, " if timing else f"{run.gpu}, "
+            if not ratios:
+                found[run.gpu][other] = (math.nan, math.nan, 0, 0)
+                print(f"{where}{other} refused every {results.label}")
+                continue
+            low = min(ratios, key=ratios.get)
+            reach = sum(ratio >= 1 for ratio in ratios.values())
+            found[run.gpu][other] = (ratios[low], max(ratios.values()), reach, len(ratios))
+            print(f"{where}{name} / {other} {ratios[low]:.2f}-{max(ratios.values()):.2f}x, "
+                  f"lowest at {_shown_x(low)}; 1.0x or more at {reach} of {len(ratios)}")
+    return found
+
+
+def print_host_bound(gpu_time, as_called, name: str, work: Callable[[object], float],
+                     factor: float = 2.0) -> dict[str, list]:
+    """Print, for each GPU that has both runs, the x at which ``name`` as called (a sweep
+    timed as called) took over ``factor`` times its kernel's GPU time (the same sweep
+    with ``gpu_time=True``), times worked back from the rates and ``work(x)``, one call's
+    bytes or FLOPs: there the host, not the kernel, set the time. Return
+    ``{gpu: [(x, us as called, us on the GPU), ...]}``."""
+    found = {}
+    for kernel_run in gpu_time:
+        called_run = next((r for r in as_called if r.slug == kernel_run.slug), None)
+        if called_run is None:
+            continue
+        kernel = dict(zip(kernel_run.xs, kernel_run.us_per_call(name, work)))
+        called = dict(zip(called_run.xs, called_run.us_per_call(name, work)))
+        shared = [x for x in kernel_run.xs if x in called]
+        slow = [(x, called[x], kernel[x]) for x in shared if called[x] > factor * kernel[x]]
+        found[kernel_run.gpu] = slow
+        print(f"{kernel_run.gpu}: {name} as called over {factor:g}x its GPU time at "
+              f"{len(slow)} of {len(shared)} values of {gpu_time.label}" + (": " + ", ".join(
+                  f"{_shown_x(x)} ({c:.0f} us, {g:.0f} on the GPU)" for x, c, g in slow)
+                  if slow else ""))
+    return found
 
 
 def print_in_units(results, unit: str, size_of: Callable[[object], float]
