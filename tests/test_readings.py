@@ -86,6 +86,22 @@ def test_host_bound_lists_the_x_where_the_call_took_over_twice_the_kernel(capsys
         "1 on the GPU)")
 
 
+def test_time_follows_work_from_the_first_x_at_twice_the_smallest_time(capsys):
+    # GB/s with one byte of work per x: us per call = x / rate * 1e-3.
+    results = synthetic({"Synthetic A100": {"sum": [1.0, 1.5, 2.0, 4.0],  # 1, 1.3, 2, 2 us
+                                            "noisy": [0.25, 2.0, 2.0, 2.0],  # 4, 1, 2, 4 us
+                                            "level": [1.0, 2.0, 4.0, 8.0]}},  # 1 us each
+                        xs=[1000, 2000, 4000, 8000])
+    found = benchmark.print_where_time_follows_work(results, ["sum", "noisy", "level"],
+                                                    work=lambda x: x)
+    # noisy: its 4 us at 1000 is over 1.5x the 1 us at 2000, so it is left out and the
+    # smallest kept reading is 1 us at 2000, doubled at 4000.
+    assert found == {"Synthetic A100": {"sum": 4000, "noisy": 4000, "level": None}}
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100, time per call first twice the smallest n's: sum at 4,000, noisy at "
+        "4,000, level never; left out, slower than at a larger n: noisy at 1,000")
+
+
 def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):
     peaks = {"torch": [3.0, 6.0], "fused": [1.0, 2.0], "in place": [0.0, 0.0]}
     results = synthetic({"Synthetic A100": peaks, "Synthetic B200": dict(peaks)},

@@ -27,7 +27,7 @@ import torch
 import triton
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, out_of_line, us_per_call
+from triton_guide.benchmark import Benchmark, gb_per_s, print_where_time_follows_work
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
@@ -330,67 +330,34 @@ results.plot()
 results.summary(ratios=[("two_stage", "torch.sum"), ("atomic", "torch.sum")])
 
 # %%
-# The same readings as times per call, and the two-stage sum's time beyond the atomic
-# one's:
+# The same readings as times per call, how much each grew from the smallest size to the
+# largest, and where each call's time first reaches twice its time at the smallest size
+# (leaving out readings that a larger size beat: the run's, not the kernel's):
 
-micros = {}  # by GPU, then by method: microseconds per call at each size
-for run in results:
-    print(f"{run.gpu}, two_stage / atomic / torch.sum time per call, and two_stage minus "
-          "atomic:")
-    micros[run.gpu] = {name: [us_per_call(4 * size, rate)
-                              for size, rate in zip(run.xs, run[name])] for name in methods}
-    for i, size in enumerate(run.xs):
-        times = [micros[run.gpu][name][i] for name in methods]
-        print(f"  n = 2^{size.bit_length() - 1} ({4 * size / 2**20:g} MiB): "
-              + " / ".join(f"{t:,.0f}" for t in times)
-              + f" us; {round(times[0] - times[1]):+,d} us")
-
-# %%
-# Where each call's time starts to follow n: the first size at twice the smallest's,
-# leaving out readings that a larger size beat (``out_of_line``: the run's, not the
-# kernel's).
-
-for run in results:
-    print(f"{run.gpu}:")
-    doubles, slow = [], []
-    for name in methods:
-        left_out = out_of_line(micros[run.gpu][name])
-        slow += [f"{name} at n = 2^{run.xs[i].bit_length() - 1}" for i in left_out]
-        kept = [(size, t) for i, (size, t) in enumerate(zip(run.xs, micros[run.gpu][name]))
-                if i not in left_out]
-        first = next((size for size, t in kept if t >= 2 * kept[0][1]), None)
-        doubles.append(f"{name} at n = 2^{first.bit_length() - 1}" if first
-                       else f"{name} never")
-    print(f"  time per call first twice the smallest size's: {', '.join(doubles)}")
-    print(f"  left out, slower than a larger size: {', '.join(slow) or 'none'}")
+results.per_call(list(methods), work=lambda size: 4 * size)
+print_where_time_follows_work(results, methods, work=lambda size: 4 * size)
 
 # %%
 # The plot's GB/s axis is logarithmic where the rates span a hundredfold or more, as a
 # sum's do from a quarter of a MiB to 1 GiB; the times per call printed above give the
 # small sizes exactly.
 #
-# At the smallest size the vector is a quarter of a MiB (printed beside its ``n``),
-# which the GPU reads in far less time than the calls above take, so fixed costs set the
-# time there more than reading does. Each call of the launcher shown above makes two
-# launches from Python on the host: the atomic sum zeroes its output cell with torch,
-# then launches its Triton kernel; the two-stage sum launches two Triton kernels. While a
-# call's time hardly grows with n, it is not the reading
-# that is timed; only where it grows with n do the three compare as sums.
-#
-# Read the times one GPU at a time: where a row's times hardly change from one n to the
-# next, fixed costs set them, and the last column, the two-stage sum's extra time, need
-# not behave alike on two machines. The line "time per call first twice" says where
-# each call's time first reaches twice its time at the smallest size: below that size a call costs
-# about the same whatever it reads, and the ratios there compare fixed costs (the
-# host's and the launches'), not reading speeds. Those costs differ between machines
-# far more than the kernels do.
+# At the smallest size the vector is a quarter of a MiB, which the GPU reads in far less
+# time than the calls above take, so fixed costs set the time there more than reading
+# does. Each call of the launcher shown above makes two launches from Python on the
+# host: the atomic sum zeroes its output cell with torch, then launches its Triton
+# kernel; the two-stage sum launches two Triton kernels. Below the size where a call's
+# time first doubles, a call costs about the same whatever it reads, and the ratios
+# there compare fixed costs (the host's and the launches'), not reading speeds; those
+# costs differ between machines far more than the kernels do. Only above it do the three
+# compare as sums.
 #
 # These times do not say what the host spends on a launch. The timer (``do_bench``,
 # through ``median_ms``) clears the L2 cache with a kernel before every timed call and
 # starts the clock when that kernel ends, and the host starts launching the call while
 # it still runs: host time shorter than the cache clearing does not show, only what goes
-# beyond it. So the last column cannot be read as the cost of the two-stage sum's second
-# launch; this page does not time the host apart.
+# beyond it. So the two-stage sum's time beyond the atomic one's cannot be read as the
+# cost of its second launch; this page does not time the host apart.
 
 # %%
 # Takeaways

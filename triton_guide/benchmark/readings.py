@@ -122,6 +122,34 @@ def print_host_bound(gpu_time, as_called, name: str, work: Callable[[object], fl
     return found
 
 
+def print_where_time_follows_work(results, names: Sequence[str],
+                                  work: Callable[[object], float]) -> dict[str, dict]:
+    """Print, for each GPU, the first x at which each of ``names`` takes twice its time per
+    call at the smallest x (times worked back from the rates and ``work(x)``, one call's
+    bytes or FLOPs), leaving out readings that a larger x beat (:func:`out_of_line`: they
+    say more about the run than the kernel), and which readings were left out. Below that
+    x a call costs about the same whatever it does: fixed costs (the host's, the
+    launches') set the time, and ratios there compare those, not the kernels. Return
+    ``{gpu: {name: x, or None where the time never doubled}}``."""
+    from .timing import out_of_line
+
+    found = {}
+    for run in results:
+        found[run.gpu], slow = {}, []
+        for name in names:
+            micros = run.us_per_call(name, work)
+            left_out = out_of_line(micros)
+            slow += [f"{name} at {_shown_x(run.xs[i])}" for i in left_out]
+            kept = [(x, t) for i, (x, t) in enumerate(zip(run.xs, micros)) if i not in left_out]
+            found[run.gpu][name] = next((x for x, t in kept if t >= 2 * kept[0][1]), None)
+        print(f"{run.gpu}, time per call first twice the smallest {results.label}'s: "
+              + ", ".join(f"{name} at {_shown_x(x)}" if x is not None else f"{name} never"
+                          for name, x in found[run.gpu].items())
+              + f"; left out, slower than at a larger {results.label}: "
+              + (", ".join(slow) or "none"))
+    return found
+
+
 def print_in_units(results, unit: str, size_of: Callable[[object], float]
                    ) -> dict[str, dict[str, float]]:
     """Print, for each GPU, every variant's value at the largest x in units of
