@@ -46,7 +46,6 @@ OVER_THE_LIMIT: dict[str, float] = {
     "core_kernels/01_matmul.py": 0.40,
     "core_kernels/02_softmax.py": 0.43,
     "core_kernels/03_flash_attention.py": 0.30,
-    "core_kernels/04_flash_attention_backward.py": 0.23,
     "core_kernels/08_norms.py": 0.23,
     "core_kernels/09_attention_in_models.py": 0.48,
     "debugging/03_performance_habits.py": 0.44,

@@ -65,7 +65,7 @@ def test_ratio_range_leaves_out_refused_shapes_and_counts_those_at_parity(capsys
                                             "flash": [100.0, 80.0, 60.0],
                                             "cuDNN": [nan, nan, nan]}},
                         xs=["B1 Nk4k", "B8 Nk4k", "B64 Nk4k"], label="shape")
-    found = benchmark.print_ratio_range(results, "ours", ["flash", "cuDNN"], timing="GPU time")
+    found = benchmark.print_ratio_range(results, "ours", ["flash", "cuDNN"], context="GPU time")
     assert found["Synthetic A100"]["flash"] == (0.5, 1.5, 2, 3)
     low, high, reach, counted = found["Synthetic A100"]["cuDNN"]
     assert (reach, counted) == (0, 0) and low != low and high != high  # nan: none left
@@ -100,6 +100,20 @@ def test_time_follows_work_from_the_first_x_at_twice_the_smallest_time(capsys):
     assert capsys.readouterr().out.strip() == (
         "Synthetic A100, time per call first twice the smallest n's: sum at 4,000, noisy at "
         "4,000, level never; left out, slower than at a larger n: noisy at 1,000")
+
+
+def test_ridge_points_divide_each_gpus_gemm_ceiling_by_its_copy_ceiling(capsys):
+    class Recorded:  # stands in for a Benchmark: the ceilings of two GPUs, one incomplete
+        def ceilings(self, kind):
+            values = {"gemm_fp16": {"Synthetic A100": 300.0, "Synthetic B200": 2000.0},
+                      "copy": {"Synthetic A100": 1500.0}}[kind]
+            return {gpu: Ceiling(kind=kind, label=kind, value=value, unit="")
+                    for gpu, value in values.items()}
+
+    assert benchmark.print_ridge_points(Recorded()) == {"Synthetic A100": 200.0}
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100: 300 TFLOP/s over 1500 GB/s, a ridge point of 200 FLOP per byte: "
+        "below it memory bounds a kernel")
 
 
 def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):

@@ -36,7 +36,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention import attention_forward
-from triton_guide.benchmark import Benchmark, tflop_per_s
+from triton_guide.benchmark import (Benchmark, print_ratio_range, print_ridge_points,
+                                    print_share_of, tflop_per_s)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -195,9 +196,6 @@ for n in (1024, 4096, 16384):
 # each input leaves memory once (last column), and the FLOPs per byte pass what a GPU
 # needs to be compute bound: the roof is then the matrix units.
 
-gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
-
-
 def flash_bytes(n, d, block_m, element_bytes=2):
     """Bytes one (batch, head) moves if every read of K and V came from memory."""
     return (2 * n * d * triton.cdiv(n, block_m) + 2 * n * d) * element_bytes
@@ -210,9 +208,7 @@ for n in (1024, 4096, 16384):
     naive = (4 * n * d + 4 * n * n) * 2
     moved = [naive, flash_bytes(n, d, 64), flash_bytes(n, d, 128), 4 * n * d * 2]
     print(f"{n:>7} | " + " | ".join(f"{b / 1e6:7.1f} {4 * n * n * d / b:5.0f}" for b in moved))
-for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
-    print(f"{gpu} needs {gemm_roofs[gpu].value * 1e3 / copy_roofs[gpu].value:.0f} FLOP/B to "
-          "be compute bound")
+print_ridge_points(bench)  # what each GPU needs to be compute bound
 
 # %%
 # Performance
@@ -296,22 +292,12 @@ sweeps.append(benchmark(backward=True, causal=True))
 
 # %%
 # The three sweeps at a glance: ours over each baseline, the lowest and highest ratio over
-# the sequence lengths with the length where it is lowest, and at the longest length,
-# where the host's share is smallest, ours over cuDNN and our share of the GEMM ceiling:
-
-
-def ratio_range(run, baseline):
-    ratios = [ours / theirs for ours, theirs in zip(run["triton_guide"], run[baseline])]
-    low = min(range(len(ratios)), key=ratios.__getitem__)
-    return f"{min(ratios):.2f}-{max(ratios):.2f}x (lowest at N = {run.xs[low]})"
-
+# the sequence lengths with the length where it is lowest; then, at the longest length,
+# where the host's share is smallest, each variant as a share of cuDNN's rate:
 
 for name, results in sweeps:
-    for run in results:
-        print(f"{name}, {run.gpu}: ours / SDPA flash {ratio_range(run, 'SDPA flash')}\n"
-              f"  ours / SDPA cuDNN {ratio_range(run, 'SDPA cuDNN')}; at N = "
-              f"{run.xs[run.largest]} {run.ratio('triton_guide', 'SDPA cuDNN'):.2f}x, "
-              f"{run.fraction_of_ceiling('triton_guide'):.0%} of the ceiling")
+    print_ratio_range(results, "triton_guide", ["SDPA flash", "SDPA cuDNN"], context=name)
+    print_share_of(results, "SDPA cuDNN", context=name)
 
 # %%
 # Where ours falls below a baseline at the shortest length, the host's share (above) is

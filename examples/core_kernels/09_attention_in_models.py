@@ -371,8 +371,8 @@ if refused:
     print(f"refused: {', '.join(sorted(refused))}")
 
 
-print_ratio_range(on_gpu, "ours", BASELINES, timing="GPU time")
-print_ratio_range(as_called, "ours", BASELINES, timing="as called")
+print_ratio_range(on_gpu, "ours", BASELINES, context="GPU time")
+print_ratio_range(as_called, "ours", BASELINES, context="as called")
 print_host_bound(on_gpu, as_called, "ours", work=call_bytes)
 if not on_gpu and not as_called:
     print("No GPU has recorded these sweeps yet: the comparison with SDPA waits for one.")

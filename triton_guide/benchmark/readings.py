@@ -20,17 +20,19 @@ from collections.abc import Callable, Sequence
 GIB = 2**30
 
 
-def print_share_of(results, reference: str) -> dict[str, dict[str, float]]:
+def print_share_of(results, reference: str, *, context: str = ""
+                   ) -> dict[str, dict[str, float]]:
     """Print, for each GPU, every variant's rate at the largest x as a share of
-    ``reference``'s (a variant missing from a recording is said to be missing); return
-    ``{gpu: {variant: share}}``."""
+    ``reference``'s (a variant missing from a recording is said to be missing), with
+    ``context`` (e.g. which sweep) after the GPU; return ``{gpu: {variant: share}}``."""
     shares = {}
     for run in results:
         x = run.xs[run.largest]
         shares[run.gpu] = {name: run.at_largest(name) / run.at_largest(reference)
                            for name in run.series if name != reference}
         missing = [name for name in results.variant_names() if name not in run.series]
-        print(f"{run.gpu}, {results.label} = {x:,}, share of {reference}'s {results.unit}: "
+        where = f"{run.gpu}, {context}" if context else run.gpu
+        print(f"{where}, {results.label} = {x:,}, share of {reference}'s {results.unit}: "
               + ", ".join(f"{name} {share:.0%}" for name, share in shares[run.gpu].items())
               + "".join(f"; {name} not in this recording" for name in missing))
     return shares
@@ -67,16 +69,33 @@ def print_ratios(results, name: str, other: str) -> dict[str, list[float]]:
     return ratios
 
 
+def print_ridge_points(bench, gemm: str = "gemm_fp16", copy: str = "copy"
+                       ) -> dict[str, float]:
+    """Print, for each GPU with both ceilings, its ridge point: the FLOPs per byte moved
+    that a kernel needs to be bound by arithmetic rather than by memory, the ``gemm``
+    ceiling (TFLOP/s) over the ``copy`` ceiling (GB/s), both from ``bench`` (a
+    :class:`~triton_guide.benchmark.Benchmark`: measured live, else recorded). Return
+    ``{gpu: FLOP per byte}``."""
+    gemm_roofs, copy_roofs = bench.ceilings(gemm), bench.ceilings(copy)
+    ridges = {}
+    for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
+        tflops, gbps = gemm_roofs[gpu].value, copy_roofs[gpu].value
+        ridges[gpu] = tflops * 1e3 / gbps
+        print(f"{gpu}: {tflops:.0f} TFLOP/s over {gbps:.0f} GB/s, a ridge point of "
+              f"{ridges[gpu]:.0f} FLOP per byte: below it memory bounds a kernel")
+    return ridges
+
+
 def _shown_x(x) -> str:
     return f"{x:,}" if isinstance(x, int) else str(x)
 
 
-def print_ratio_range(results, name: str, others: Sequence[str], *, timing: str = ""
+def print_ratio_range(results, name: str, others: Sequence[str], *, context: str = ""
                       ) -> dict[str, dict[str, tuple]]:
     """Print, for each GPU and each of ``others``, ``name`` over it across the x values in
     one line: the lowest and highest ratio, where the lowest is, and at how many x it
     reaches 1.0 (x where either reading is nan, such as a shape a baseline refused, left
-    out). ``timing`` (e.g. "GPU time") is said after the GPU. Return
+    out). ``context`` (e.g. "GPU time") is said after the GPU. Return
     ``{gpu: {other: (lowest, highest, reaching 1.0, x counted)}}``; an other with no x
     left is ``(nan, nan, 0, 0)``."""
     found = {}
@@ -85,7 +104,7 @@ def print_ratio_range(results, name: str, others: Sequence[str], *, timing: str 
         for other in others:
             ratios = {x: a / b for x, a, b in zip(run.xs, run[name], run[other])
                       if not math.isnan(a / b)}
-            where = f"{run.gpu}, {timing}, " if timing else f"{run.gpu}, "
+            where = f"{run.gpu}, {context}, " if context else f"{run.gpu}, "
             if not ratios:
                 found[run.gpu][other] = (math.nan, math.nan, 0, 0)
                 print(f"{where}{other} refused every {results.label}")
