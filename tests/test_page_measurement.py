@@ -10,8 +10,10 @@ A statement counts as measurement when it reads a name that comes from a measuri
 plotting module (``triton_guide.benchmark``, ``matplotlib``, ``triton.testing``, ``time``,
 ``timeit``, ``torch.profiler``), or a name that an earlier measuring statement bound
 (``bench = Benchmark()``, then ``bench.sweep(...)``, then ``results.plot()``). A name bound
-again by a statement that does not measure is no longer counted. A ``@triton.jit``
-kernel written on the page never counts.
+again by a statement that does not measure is no longer counted. A function the page
+defines counts when only measuring statements use it (the ``prepare`` functions that make a
+sweep's inputs, a loop that prints each GPU's ratios). A ``@triton.jit`` kernel written on
+the page never counts.
 
 Pages over the limit today are listed in OVER_THE_LIMIT with the share they had when
 listed: the test fails when one grows past that, and when one comes within the limit
@@ -40,17 +42,21 @@ MEASUREMENT_IS_THE_LESSON = {
 }
 # page -> share of measurement and plotting lines when listed (this list can only shrink).
 OVER_THE_LIMIT: dict[str, float] = {
-    "basics/00_triton_pytorch_cuda.py": 0.41,
+    "basics/00_triton_pytorch_cuda.py": 0.61,
+    "basics/01_vector_add.py": 0.35,
     "basics/02_grid_math.py": 0.46,
     "basics/03_broadcasting_2d.py": 0.44,
-    "core_kernels/01_matmul.py": 0.40,
-    "core_kernels/02_softmax.py": 0.43,
-    "core_kernels/03_flash_attention.py": 0.30,
-    "core_kernels/08_norms.py": 0.23,
-    "core_kernels/09_attention_in_models.py": 0.48,
-    "debugging/03_performance_habits.py": 0.44,
-    "hopper/01_matmul_full_speed.py": 0.21,
-    "hopper/02_pipelining.py": 0.31,
+    "core_kernels/01_matmul.py": 0.47,
+    "core_kernels/02_softmax.py": 0.50,
+    "core_kernels/03_flash_attention.py": 0.35,
+    "core_kernels/04_flash_attention_backward.py": 0.30,
+    "core_kernels/06_reductions.py": 0.23,
+    "core_kernels/08_norms.py": 0.38,
+    "core_kernels/09_attention_in_models.py": 0.58,
+    "debugging/03_performance_habits.py": 0.58,
+    "hopper/01_matmul_full_speed.py": 0.30,
+    "hopper/02_pipelining.py": 0.45,
+    "hopper/04_gluon_matmul.py": 0.28,
 }
 
 
@@ -104,20 +110,33 @@ def measurement_lines(path: Path) -> tuple[int, int]:
                    and not lines[number - 1].strip().startswith("#"))
 
     measuring: set[str] = set()
-    measured = total = 0
+    statements = [node for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom))]
+    measures = {}  # statement -> whether it measures
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
             if module and module.startswith(MEASURING_MODULES):
                 measuring |= _names_bound(node)
             continue
-        total += counted(node)
-        if _names_read(node) & measuring and not _is_kernel(node):
-            measured += counted(node)
+        measures[node] = bool(_names_read(node) & measuring) and not _is_kernel(node)
+        if measures[node]:
             measuring |= _names_bound(node)
         else:
             measuring -= _names_bound(node)
-    return measured, total
+    # A function defined on the page that only measuring statements use measures too (and
+    # so may make another function measure: repeat until nothing changes).
+    functions = [node for node in statements
+                 if isinstance(node, ast.FunctionDef) and not _is_kernel(node)]
+    changed = True
+    while changed:
+        changed = False
+        for function in functions:
+            users = [node for node in statements
+                     if node is not function and function.name in _names_read(node)]
+            if not measures[function] and users and all(measures[node] for node in users):
+                measures[function] = changed = True
+    measured = sum(counted(node) for node in statements if measures[node])
+    return measured, sum(counted(node) for node in statements)
 
 
 def share(path: Path) -> float:
@@ -173,5 +192,11 @@ def test_the_count_follows_names_from_measuring_modules(tmp_path):
         "results = x * 2\n"  # bound again by a statement that does not measure
         "print(results.sum())\n"  # so this one does not measure
         "squares = [x * x for x in range(3)]\n"  # its own x: does not measure
-        "figure, axes = plt.subplots()\n")  # plotting measures
-    assert measurement_lines(page) == (5, 12)
+        "figure, axes = plt.subplots()\n"  # plotting measures
+        "def prepare(n):\n"  # used only by a measuring statement: measures
+        "    return lambda: torch.randn(n)\n"
+        "def shared(n):\n"  # used by a measuring statement and by one that is not
+        "    return n * 2\n"
+        "print(shared(3))\n"
+        "other = bench.sweep('u', [1], {'a': prepare, 'b': shared})\n")
+    assert measurement_lines(page) == (8, 18)
