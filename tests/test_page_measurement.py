@@ -42,7 +42,7 @@ MEASUREMENT_IS_THE_LESSON = {
 }
 # page -> share of measurement and plotting lines when listed (this list can only shrink).
 OVER_THE_LIMIT: dict[str, float] = {
-    "basics/00_triton_pytorch_cuda.py": 0.61,
+    "basics/00_triton_pytorch_cuda.py": 0.60,
     "basics/01_vector_add.py": 0.35,
     "basics/02_grid_math.py": 0.46,
     "basics/03_broadcasting_2d.py": 0.44,

@@ -357,6 +357,40 @@ def test_each_gpu_keeps_its_colour_whatever_the_other_gpus():
     assert other not in benchmark.GPU_COLOURS.values()
 
 
+@needs_interpreter
+def test_marks_are_one_dashed_line_per_gpu_with_an_x(page, store_dir):
+    figure = recalled(page, store_dir).plot()
+    axes = figure.axes[0]
+    lines_before = len(axes.lines)
+    benchmark.mark_each_gpu(figure, {"Synthetic A100": 2.0**16, "Synthetic B200": math.nan},
+                            "L2 {x:.0f} elements")
+    added = axes.lines[lines_before:]
+    assert [(line.get_xdata()[0], line.get_linestyle(), line.get_color()) for line in added] == [
+        (2.0**16, "--", benchmark.gpu_colour("Synthetic A100"))]
+    assert " Synthetic A100: L2 65536 elements" in [text.get_text() for text in axes.texts]
+    benchmark.mark_each_gpu(None, {"Synthetic A100": 1.0}, "{x}")  # nothing drawn: no error
+
+
+@needs_interpreter
+def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys):
+    directory = tmp_path / "sizes"
+    for gpu_name, l2 in (("NVIDIA Synthetic A100", 40.0), ("NVIDIA Synthetic B200", 126.0)):
+        record = synthetic_record(page, gpu_name)
+        names = ["SMs", "L2 cache (MiB)", "HBM (GiB)"]  # one size left out of the recording
+        record["benchmarks"].append({
+            "title": "device sizes", "label": "property", "xlabel": "property",
+            "unit": "unit in its name", "logx": True, "x": names, "ceiling": None,
+            "series": [{"label": "size", "unit": "unit in its name", "x": names,
+                        "values": [108.0, l2, 80.0]}]})
+        store.save(record, directory)
+    sizes = benchmark.measure_device_sizes(Benchmark(page, results_dir=directory))
+    assert {gpu: size["L2 cache (MiB)"] for gpu, size in sizes.items()} == {
+        "Synthetic A100": 40.0, "Synthetic B200": 126.0}
+    assert math.isnan(sizes["Synthetic A100"]["shared memory per SM (KiB)"])
+    assert ("Synthetic B200: 108 SMs, L2 126 MiB, shared memory nan KiB per SM, HBM 80 GiB"
+            in capsys.readouterr().out.splitlines())
+
+
 def test_lines_within_three_percent_everywhere_coincide():
     lines = {"H100: ours": [100.0, 200.0, 400.0], "H200: ours": [101.0, 198.0, 410.0],
              "H200: torch": [100.0, 260.0, 400.0], "only one point": [100.0, math.nan,

@@ -25,7 +25,8 @@ import triton
 from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 from triton_guide import attention, matmul, runtime, softmax, softmax_naive, vector_add
-from triton_guide.benchmark import Benchmark, gb_per_s, gpu_colour, roofline, tflop_per_s
+from triton_guide.benchmark import (Benchmark, gb_per_s, mark_each_gpu, measure_device_sizes,
+                                    roofline, tflop_per_s)
 from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmul_cost,
                                   read_working_set, softmax_cost, vector_add_cost)
 
@@ -118,29 +119,8 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
 # (``torch.cuda.get_device_properties``) when the page ran on it and recorded with its
 # timings:
 
-SIZES = {  # what is read from the device, in the unit its name says
-    "SMs": lambda p: p.multi_processor_count,
-    "L2 cache (MiB)": lambda p: p.L2_cache_size / 2**20,
-    "shared memory per SM (KiB)":
-        lambda p: getattr(p, "shared_memory_per_multiprocessor", math.nan) / 2**10,
-    "HBM (GiB)": lambda p: p.total_memory / 2**30,
-}
-
-
-def read_size(name):
-    return lambda: SIZES[name](torch.cuda.get_device_properties(0))
-
-
-sizes = bench.measure("device sizes", list(SIZES), {"size": read_size},
-                      label="property", unit="unit in its name")
-l2_mib = {}  # GPU slug -> L2 size in MiB, for the next plot
-for run in sizes:
-    size = dict(zip(run.xs, run["size"]))
-    l2_mib[run.slug] = size.get("L2 cache (MiB)", math.nan)
-    print(f"{run.gpu}: {size.get('SMs', math.nan):.0f} SMs, "
-          f"L2 {size.get('L2 cache (MiB)', math.nan):.0f} MiB, "
-          f"shared memory {size.get('shared memory per SM (KiB)', math.nan):.0f} KiB "
-          f"per SM, HBM {size.get('HBM (GiB)', math.nan):.0f} GiB")
+sizes = measure_device_sizes(bench)  # GPU -> {"SMs": ..., "L2 cache (MiB)": ...}
+l2_mib = {gpu: size["L2 cache (MiB)"] for gpu, size in sizes.items()}
 
 # %%
 # Bandwidth against working-set size
@@ -192,14 +172,9 @@ def reader(mib):
 levels = bench.sweep("read bandwidth against working-set size", working_sets,
                      {"read": reader}, lambda mib, ms: gb_per_s(mib * 2**20 * passes(mib), ms),
                      label="MiB", unit="GB/s", ceiling="copy", xlabel="working set (MiB)")
-figure = levels.plot()
-for i, run in enumerate(levels):
-    l2 = l2_mib.get(run.slug, math.nan)
-    if not math.isnan(l2):
-        figure.axes[0].axvline(l2, color=gpu_colour(run.gpu), linestyle="--")
-        figure.axes[0].text(l2, 0.03 + 0.07 * i, f" {run.gpu}: L2 {l2:.0f} MiB",
-                            color=gpu_colour(run.gpu), fontsize=7,
-                            transform=figure.axes[0].get_xaxis_transform())
+mark_each_gpu(levels.plot(), l2_mib, "L2 {x:.0f} MiB")
+for run in levels:
+    l2 = l2_mib.get(run.gpu, math.nan)
     in_l2 = sorted(r for mib, r in zip(run.xs, run["read"]) if 4 <= mib <= l2 / 2)
     in_hbm = run.at_largest("read")
     line = (f"{run.gpu}: {run.xs[run.largest]:,.0f} MiB (from HBM) {in_hbm:,.0f} GB/s, "
@@ -320,8 +295,7 @@ print(f"{rows} x {cols} float32: the chain moves {chain_bytes / 1e6:.1f} MB in "
 ROW_LENGTH = 4096
 row_counts = [1024, 4096, 16384]
 mib_of = {rows: rows * ROW_LENGTH * 4 / 2**20 for rows in row_counts}  # one input's size
-l2_of_each = [f"{l2_mib[run.slug]:.0f} MiB on {run.gpu}" for run in sizes
-              if not math.isnan(l2_mib[run.slug])]
+l2_of_each = [f"{l2:.0f} MiB on {gpu}" for gpu, l2 in l2_mib.items() if not math.isnan(l2)]
 print(f"inputs from {mib_of[row_counts[0]]:.0f} MiB ({row_counts[0]:,} rows) to "
       f"{mib_of[row_counts[-1]]:.0f} MiB ({row_counts[-1]:,} rows); "
       f"L2: {', '.join(l2_of_each) or 'not recorded'}")

@@ -59,8 +59,10 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 """
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
+from .device import DEVICE_SIZES, measure_device_sizes
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
-                      MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour)
+                      MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
+                      mark_each_gpu)
 from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
                        print_best_and_worst, print_call_floors, print_host_bound,
                        print_in_units, print_ratio_range, print_ratios, print_ridge_points,
@@ -85,9 +87,10 @@ __all__ = [
     # figures and tables
     "LINESTYLES", "MARKERS", "LEGEND_HANDLE_LENGTH", "OVERLAID_VARIANTS", "SMALL_TEXT",
     "WIDTH", "AXES_HEIGHT", "FOOTER_CHARS", "TABLE_WIDTH", "GPU_COLOURS", "gpu_colour",
-    "coinciding",
+    "coinciding", "mark_each_gpu",
     # a benchmark's numbers, a page's benchmarks
     "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET", "roofline",
+    "measure_device_sizes", "DEVICE_SIZES",
     # one-line readings for a page's prose, measurements that are not timings
     "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
     "print_call_floors", "print_ratio_range", "print_host_bound", "print_where_time_follows_work",

@@ -219,3 +219,18 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
     _lay_out(figure, panels, suptitle, legends, footers)
     return figure
 
+
+
+def mark_each_gpu(figure, x_by_gpu: dict[str, float], label: str) -> None:
+    """On ``figure``'s first axes (a figure that :meth:`Results.plot` returned, or None when
+    there was nothing to draw), a dashed vertical line at each GPU's x in the GPU's colour,
+    with the text ``"{gpu}: " + label.format(x=x)`` beside it (``label`` such as
+    ``"L2 {x:.0f} MiB"``); a GPU whose x is nan gets no line."""
+    if figure is None:
+        return
+    axes = figure.axes[0]
+    shown = [(gpu, x) for gpu, x in x_by_gpu.items() if not math.isnan(x)]
+    for i, (gpu, x) in enumerate(shown):
+        axes.axvline(x, color=gpu_colour(gpu), linestyle="--")
+        axes.text(x, 0.03 + 0.07 * i, f" {gpu}: {label.format(x=x)}", color=gpu_colour(gpu),
+                  fontsize=SMALL_TEXT - 1, transform=axes.get_xaxis_transform())
