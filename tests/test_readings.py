@@ -38,6 +38,20 @@ def test_share_of_is_each_variant_over_the_reference_at_the_largest_x(capsys):
         "recording"]
 
 
+def test_share_range_gives_each_variants_best_and_worst_share_and_where(capsys):
+    results = synthetic({"Synthetic A100": {"4 warps": [30.0, 90.0, 80.0],
+                                            "8 warps": [50.0, 50.0, 100.0],
+                                            "cuBLAS": [100.0, 100.0, 100.0]}},
+                        xs=[1, 2, 3], label="num_stages")
+    found = benchmark.print_share_range(results, "cuBLAS")
+    assert found == {"Synthetic A100": {"4 warps": {1: 0.3, 2: 0.9, 3: 0.8},
+                                        "8 warps": {1: 0.5, 2: 0.5, 3: 1.0}}}
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100",
+        "  4 warps                    best  90% of cuBLAS at num_stages 2, worst  30% at 1",
+        "  8 warps                    best 100% of cuBLAS at num_stages 3, worst  50% at 1"]
+
+
 def test_best_and_worst_count_the_readings_near_the_best(capsys):
     results = synthetic({"Synthetic A100": {"1 warps": [50.0, 96.0, 100.0],
                                             "8 warps": [10.0, 94.0, 99.0]}},

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention_reference, matmul_reference, runtime
-from triton_guide.benchmark import Benchmark, calls_on, cold_matmul_inputs, tflop_per_s
+from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, print_share_range,
+                                    tflop_per_s)
 from triton_guide.pipelining import (ATTENTION_TILE, MATMUL_TILE, check_variants,
                                      launch_attention, launch_matmul, print_outcomes,
                                      programs_per_sm, runnable, stage_bytes,
@@ -153,22 +154,7 @@ matmul_runs.plot()
 # %%
 # Each variant's best and worst stage count, as a fraction of cuBLAS:
 
-
-def best_and_worst(results, baseline):
-    found = {}  # gpu -> {variant: {stages: fraction of the baseline}}
-    for run in results:
-        print(run.gpu)
-        for name in [v for v in run.series if v != baseline]:
-            share = [ours / theirs for ours, theirs in zip(run[name], run[baseline])]
-            best = max(range(len(share)), key=share.__getitem__)
-            worst = min(range(len(share)), key=share.__getitem__)
-            found.setdefault(run.gpu, {})[name] = dict(zip(run.xs, share))
-            print(f"  {name:<26} best {share[best]:5.0%} of {baseline} at {run.xs[best]} "
-                  f"stages, worst {share[worst]:5.0%} at {run.xs[worst]}")
-    return found
-
-
-matmul_best = best_and_worst(matmul_runs, "cuBLAS")
+matmul_best = print_share_range(matmul_runs, "cuBLAS")
 
 # %%
 # The attention forward
@@ -226,7 +212,7 @@ attention_runs = bench.sweep(
     label="num_stages", unit="TFLOP/s", ceiling="gemm_fp16",
     xlabel="num_stages (4 x 32 x 4096 x 128, float16)", logx=False)
 attention_runs.plot()
-attention_best = best_and_worst(attention_runs, "SDPA cuDNN")
+attention_best = print_share_range(attention_runs, "SDPA cuDNN")
 
 # %%
 # Takeaways

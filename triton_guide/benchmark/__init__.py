@@ -66,7 +66,7 @@ from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENG
 from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
                        print_best_and_worst, print_call_floors, print_host_bound,
                        print_in_units, print_ratio_range, print_ratios, print_ridge_points,
-                       print_share_of, print_where_time_follows_work)
+                       print_share_of, print_share_range, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
 from .runs import Results, Run
@@ -94,6 +94,6 @@ __all__ = [
     # one-line readings for a page's prose, measurements that are not timings
     "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
     "print_call_floors", "print_ratio_range", "print_host_bound", "print_where_time_follows_work",
-    "print_ridge_points",
+    "print_ridge_points", "print_share_range",
     "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies",
 ]

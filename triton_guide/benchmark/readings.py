@@ -38,6 +38,23 @@ def print_share_of(results, reference: str, *, context: str = ""
     return shares
 
 
+def print_share_range(results, reference: str) -> dict[str, dict[str, dict]]:
+    """Print, for each GPU and each variant other than ``reference``, its best and its worst
+    share of ``reference``'s rate over the x values, and at which x; return
+    ``{gpu: {variant: {x: share}}}``."""
+    found = {}
+    for run in results:
+        print(run.gpu)
+        found[run.gpu] = {}
+        for name in (variant for variant in run.series if variant != reference):
+            share = found[run.gpu][name] = {x: ours / theirs for x, ours, theirs
+                                            in zip(run.xs, run[name], run[reference])}
+            best, worst = max(share, key=share.get), min(share, key=share.get)
+            print(f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
+                  f"{_shown_x(best)}, worst {share[worst]:4.0%} at {_shown_x(worst)}")
+    return found
+
+
 def print_best_and_worst(results, within: float = 0.05) -> dict[str, tuple]:
     """Print, for each GPU, the best and the worst reading over every variant and x, and
     how many readings come within ``within`` of the best; return
