@@ -843,6 +843,8 @@ def test_a_stale_footer_wraps_inside_the_figure(page, store_dir, monkeypatch):
     footers = [text.get_text() for text in figure.texts]
     plt.close(figure)
     assert all(store.STALE in footer.replace("\n", " ") for footer in footers), footers
+    # which files changed is printed with the sweep's text, not repeated in the figure
+    assert not any("changed since" in footer for footer in footers), footers
     assert all(len(line) <= FOOTER_CHARS for f in footers for line in f.split("\n"))
     assert max(right_edges) <= figure.bbox.x1, (right_edges, figure.bbox.x1)
 

@@ -210,8 +210,10 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
              for lines in shown for first, second in coinciding(lines)]
     footers = [figure.text(MARGIN / WIDTH, 0, _footer_lines(note), fontsize=SMALL_TEXT,
                            style="italic", verticalalignment="top") for note in notes]
+    # A stale run's footer says so; the files that changed are in the text the sweep
+    # printed, where a list of ten modules does not crowd the figure.
     footers += [figure.text(MARGIN / WIDTH, 0, _footer_lines(
-                    run.footer() + (f"  [{run.stale}]" if run.stale else "")),
+                    run.footer() + (f"  [{run.stale.split(' (', 1)[0]}]" if run.stale else "")),
                 color=gpu_colour(run.gpu) if overlaid else "black", fontsize=SMALL_TEXT,
                 verticalalignment="top", linespacing=1.2,
                 fontweight="bold" if run.stale else "normal")
