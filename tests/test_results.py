@@ -828,6 +828,27 @@ def test_matmul_rate_over_cold_inputs(monkeypatch):
 
 
 @needs_interpreter
+def test_a_stale_recording_is_explained_once_per_gpu_and_flagged_at_every_benchmark(
+        page, tmp_path, monkeypatch, capsys):
+    directory = tmp_path / "two"
+    for gpu_name in GPUS:
+        record = synthetic_record(page, gpu_name)
+        record["benchmarks"].append(dict(record["benchmarks"][0], title="synthetic add 2"))
+        store.save(record, directory)
+    current = store.kernel_source(PAGE_SOURCE)
+    changed = {"modules": {m: "0" * 64 for m in current["modules"]}, "sha256": "0" * 64}
+    monkeypatch.setattr(store, "kernel_source", lambda source: changed)
+    bench = Benchmark(page, results_dir=directory)
+    capsys.readouterr()
+    for title in (TITLE, "synthetic add 2"):
+        bench.sweep(title, XS, {"triton_guide": None, "torch": None}, None, label="n",
+                    unit="GB/s", ceiling="copy")
+    printed = capsys.readouterr().out
+    assert printed.count(f"NOTE: {store.STALE}") == len(GPUS)  # the first benchmark only
+    assert printed.count("; kernel changed since)") == 2 * len(GPUS)  # every benchmark
+
+
+@needs_interpreter
 def test_a_stale_footer_wraps_inside_the_figure(page, store_dir, monkeypatch):
     import matplotlib.pyplot as plt
 

@@ -305,15 +305,6 @@ def provenance(*, date: str, commit: str | None, dirty: bool | None, gpu: dict,
     return "; ".join(parts)
 
 
-def describe_record(record: dict) -> str:
-    """``H100 80GB HBM3, 2026-05-01, commit 1a2b3c4; CUDA 12.8, driver 570.1; triton 3.6.0,
-    torch 2.11.0``: where and with what a recording was made."""
-    synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
-    return f"{synthetic}{short_gpu_name(record['gpu']['name'])}, " + provenance(
-        date=record["date"], commit=record.get("commit"), dirty=record.get("dirty"),
-        gpu=record["gpu"], software=record["software"])
-
-
 def running_from() -> str:
     """The page's own path when it runs as a script or under sphinx-gallery (both set
     ``sys.argv[0]``), else an empty string."""

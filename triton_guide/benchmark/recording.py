@@ -68,6 +68,7 @@ class Benchmark:
         self._record: dict | None = None
         self._unified: dict | None = None  # store.recorded_ceilings, read once
         self._titles: set[str] = set()
+        self._stale_said: set[str] = set()  # GPUs whose stale recording has been explained
 
     def _recall_from(self, key: str, own: str | None) -> None:
         """Add page ``key``'s recordings for the GPUs this page has none of its own for,
@@ -309,8 +310,12 @@ class Benchmark:
         ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
                         if roof is not None else "" if ceiling is None
                         else "; no ceiling recorded")
-        print(f"{title}: recorded on {store.describe_record(record)}{ceiling_text}")
-        for warning in ([run.stale] if run.stale else []) + notes:
+        print(f"{title}: recorded on {_recorded_on(record)}{ceiling_text}")
+        # Which files changed since a stale recording is said once per GPU on a page: the
+        # line above and the stamp flag it again at every benchmark.
+        said = run.stale is None or record["gpu"]["slug"] in self._stale_said
+        self._stale_said.add(record["gpu"]["slug"])
+        for warning in ([] if said else [run.stale]) + notes:
             print(f"  NOTE: {warning}")
         return run
 
