@@ -27,7 +27,8 @@ to this page (the first line printed below says which recordings).
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import Benchmark, calls_on, cold_matmul_inputs, tflop_per_s
+from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, print_ratios,
+                                    print_share_of, print_share_range, tflop_per_s)
 from triton_guide.matmul import (WAVE_TILE, default_split, has_tma, kernel_inputs,
                                  last_wave_split, multiprocessors, product)
 from triton_guide.matrix_layout import layout, unaligned_runs
@@ -289,7 +290,6 @@ def one_launch(a, b):  # matmul without the split
     return product(a, b, descriptors, split=0)
 
 
-wave_gains = {}  # per GPU: the split's gain at 3072, the same code's gap at 4096
 last_wave = bench.sweep("matmul, the last wave", [3072, 4096],
                         {"matmul": on_cold_copies(matmul),
                          "one launch": on_cold_copies(one_launch),
@@ -297,15 +297,9 @@ last_wave = bench.sweep("matmul, the last wave", [3072, 4096],
                         lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
                         unit="TFLOP/s", ceiling="gemm_fp16",
                         xlabel="n (n x n x n, float16)", gpu_time=True)
-for run in last_wave:
-    for i, size in enumerate(run.xs):
-        cublas = run["cuBLAS"][i]
-        print(f"{run.gpu}, n = {size}: matmul {run['matmul'][i] / cublas:.2f}x cuBLAS, "
-              f"one launch {run['one launch'][i] / cublas:.2f}x")
-    gain, spread = (run["matmul"][i] / run["one launch"][i] - 1 for i in range(2))
-    wave_gains[run.gpu] = (gain, spread)
-    print(f"{run.gpu}: the split {gain:+.1%} at n = {run.xs[0]}; the same code twice "
-          f"{spread:+.1%} at n = {run.xs[1]}")
+print_share_range(last_wave, "cuBLAS")
+# matmul over one launch: at 3072 the split's gain, at 4096 the same code timed twice
+wave_gains = print_ratios(last_wave, "matmul", "one launch")
 
 
 # %%
@@ -335,7 +329,6 @@ def prepared(fn, b_by_columns=False):
 # lesson recorded them under: "step 3 pointer loads" is the pointer kernel
 # (``matmul_pointer_loads``), "step 4 descriptors" is ``matmul`` with its descriptors.
 
-descriptor_gains = {}  # per GPU: descriptors / pointer loads
 column_steps = {
     "step 3 pointer loads": matmul_pointer_loads,
     "step 4 descriptors": matmul,
@@ -346,12 +339,8 @@ column_ladder = bench.sweep(
     {name: prepared(fn, b_by_columns=True) for name, fn in column_steps.items()},
     lambda size, ms: tflop_per_s(2 * size**3, ms), label="n", unit="TFLOP/s",
     ceiling="gemm_fp16", xlabel="n (float16, b stored by columns)")
-for run in column_ladder:
-    print(run.gpu)
-    for name in column_steps:
-        fraction = run[name][0] / run["cuBLAS"][0]
-        print(f"  {name:<20} {run[name][0]:6.0f} TFLOP/s  {fraction:6.1%} of cuBLAS")
-    descriptor_gains[run.gpu] = run["step 4 descriptors"][0] / run["step 3 pointer loads"][0]
+print_share_of(column_ladder, "cuBLAS")
+descriptor_gains = print_ratios(column_ladder, "step 4 descriptors", "step 3 pointer loads")
 
 # %%
 # Takeaways
@@ -368,10 +357,11 @@ print(f"* Tensor descriptors: in this build's mode, the 4096^3 product "
           torch.empty(4096, 4096, device=device, dtype=torch.float16),
           torch.empty(4096, 4096, device=device, dtype=torch.float16))[2]
          else "keeps the pointer kernel (no TMA here)."))
-for gpu, ratio in descriptor_gains.items():
+for gpu, (ratio,) in descriptor_gains.items():
     print(f"* {gpu}, B stored by columns at {ladder_n}^3: descriptors / pointer loads "
           f"= {ratio:.2f}")
-for gpu, (gain, spread) in wave_gains.items():
+for gpu, (with_split, same_code) in wave_gains.items():
+    gain, spread = with_split - 1, same_code - 1
     verdict = ("larger than" if abs(gain) > abs(spread) else "within")
     print(f"* {gpu}, the last wave at 3072^3: the split {gain:+.1%}, {verdict} the "
           f"{spread:+.1%} between two timings of the same code at 4096^3")
