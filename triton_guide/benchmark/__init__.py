@@ -3,6 +3,7 @@ pages and ``benchmarks/report.py``. One module per job, every public name import
 here: :mod:`~triton_guide.benchmark.timing` (timers and rates),
 :mod:`~triton_guide.benchmark.ceilings`, :mod:`~triton_guide.benchmark.figures` (layout),
 :mod:`~triton_guide.benchmark.roofline`, :mod:`~triton_guide.benchmark.tables`,
+:mod:`~triton_guide.benchmark.pictures` (which program owns which elements or tiles),
 :mod:`~triton_guide.benchmark.runs` (one
 benchmark's numbers per GPU), :mod:`~triton_guide.benchmark.readings` (one-line readings
 of them for a page's prose; peak memory and a first call's wall time) and :mod:`~triton_guide.benchmark.recording` (a page's
@@ -63,6 +64,8 @@ from .device import DEVICE_SIZES, measure_device_sizes
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
                       mark_each_gpu)
+from .pictures import (draw_cells, draw_element_owners, draw_program_order, draw_tile_mask,
+                       draw_tile_owners, element_owners, tile_owners)
 from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
                        print_best_and_worst, print_call_floors, print_host_bound,
                        print_in_units, print_ratio_range, print_ratios, print_ridge_points,
@@ -88,6 +91,9 @@ __all__ = [
     "LINESTYLES", "MARKERS", "LEGEND_HANDLE_LENGTH", "OVERLAID_VARIANTS", "SMALL_TEXT",
     "WIDTH", "AXES_HEIGHT", "FOOTER_CHARS", "TABLE_WIDTH", "GPU_COLOURS", "gpu_colour",
     "coinciding", "mark_each_gpu",
+    # teaching pictures: which program owns which elements or tiles
+    "element_owners", "tile_owners", "draw_cells", "draw_element_owners", "draw_tile_owners",
+    "draw_program_order", "draw_tile_mask",
     # a benchmark's numbers, a page's benchmarks
     "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET", "roofline",
     "measure_device_sizes", "DEVICE_SIZES",
