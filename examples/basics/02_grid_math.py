@@ -16,13 +16,11 @@ You will learn:
 """
 
 # %%
-import matplotlib.pyplot as plt
-import numpy as np
 import torch
 import triton
 
 from triton_guide import runtime
-from triton_guide.benchmark import Benchmark
+from triton_guide.benchmark import Benchmark, draw_element_owners, draw_tile_owners
 from triton_guide.vector_add import vector_add_kernel
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -51,21 +49,7 @@ print(f"program {last} owns indices {last * B}..{last * B + B - 1}; "
 # Each coloured band is one program's block. The last program's block runs past ``N``: the
 # hatched part is masked off.
 
-fig, ax = plt.subplots(figsize=(8, 1.8))
-num_programs = triton.cdiv(N, B)
-colours = plt.cm.tab20(np.arange(num_programs) % 20)
-for pid in range(num_programs):
-    start = pid * B
-    width = min(B, N - start)
-    ax.barh(0, width, left=start, color=colours[pid], edgecolor="white")
-    ax.text(start + width / 2, 0, str(pid), ha="center", va="center", fontsize=8)
-ax.barh(0, num_programs * B - N, left=N, color="none", edgecolor="grey", hatch="//")
-ax.axvline(N, color="black", linewidth=1)
-ax.set_yticks([])
-ax.set_xlabel("element index")
-ax.set_title(f"N = {N}, BLOCK_SIZE = {B}: {num_programs} programs; "
-             f"the last one is masked past {N}")
-fig.tight_layout()
+draw_element_owners(N, B)
 
 # %%
 # Two dimensions: tiles
@@ -108,25 +92,7 @@ print(f"program ({pid_m}, {pid_n}): rows {tile_rows[0]}..{tile_rows[-1]}, "
 # The whole grid, every program in its own colour: a hue per ``program_id(0)``, paler as
 # ``program_id(1)`` grows.
 
-fig, ax = plt.subplots(figsize=(4.5, 6))
-owner = np.zeros((M, N2, 3))
-hues = plt.cm.tab10(np.arange(grid[0]) % 10)[:, :3]
-for pid_m in range(grid[0]):
-    for pid_n in range(grid[1]):
-        tile_rows = slice(pid_m * BLOCK_M, (pid_m + 1) * BLOCK_M)
-        tile_cols = slice(pid_n * BLOCK_N, (pid_n + 1) * BLOCK_N)
-        paler = 0.7 * pid_n / max(grid[1] - 1, 1)  # mixed with this much white
-        colour = (1 - paler) * hues[pid_m] + paler
-        owner[tile_rows, tile_cols] = colour
-        dark = colour @ np.array([0.299, 0.587, 0.114]) < 0.5  # luminance: white text on it
-        ax.text(pid_n * BLOCK_N + BLOCK_N / 2, pid_m * BLOCK_M + BLOCK_M / 2,
-                f"({pid_m},{pid_n})", ha="center", va="center", fontsize=9,
-                color="white" if dark else "black")
-ax.imshow(owner, interpolation="nearest")
-ax.set_xlabel("column")
-ax.set_ylabel("row")
-ax.set_title("tile owned by program (program_id(0), program_id(1))", fontsize=9)
-fig.tight_layout()
+draw_tile_owners((M, N2), (BLOCK_M, BLOCK_N))
 
 # %%
 # The same with ragged edges: a 500 x 250 matrix still needs 8 x 4 programs, and the tiles

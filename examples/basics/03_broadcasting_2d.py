@@ -18,13 +18,12 @@ You will learn:
 # %%
 import inspect
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.colors import ListedColormap
 
 from triton_guide import runtime, transpose, transpose_reference
-from triton_guide.benchmark import OUT_OF_LINE, Benchmark, gb_per_s, out_of_line, us_per_call
+from triton_guide.benchmark import (OUT_OF_LINE, Benchmark, draw_tile_mask, gb_per_s,
+                                    out_of_line, us_per_call)
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -83,20 +82,7 @@ mask = (tile_rows[:, None] < M) & (tile_cols[None, :] < N)
 tile_offsets = tile_rows[:, None] * N + tile_cols[None, :]
 print(f"valid lanes in tile (1, 1): {mask.sum()} of {mask.size}")
 
-fig, ax = plt.subplots(figsize=(5, 5))
-# Two colours only: grey where the mask is false, green where it is true.
-ax.imshow(mask, cmap=ListedColormap(["#e8e8e8", "#74c476"]), vmin=0, vmax=1)
-for i in range(BLOCK):
-    for j in range(BLOCK):
-        ax.text(j, i, str(tile_offsets[i, j]), ha="center", va="center", fontsize=8,
-                color="black" if mask[i, j] else "grey")
-ax.set_xticks(range(BLOCK), tile_cols)
-ax.set_yticks(range(BLOCK), tile_rows)
-ax.set_xlabel("column index (cols[None, :])")
-ax.set_ylabel("row index (rows[:, None])")
-ax.set_title(f"offsets row * {N} + col of tile (1, 1) in an {M} x {N} matrix;\n"
-             "green: mask true (loaded); grey: mask false (not loaded)", fontsize=9)
-fig.tight_layout()
+draw_tile_mask(tile_rows, tile_cols, mask, tile_offsets, shape=(M, N))
 
 # %%
 # A 2D kernel: transpose

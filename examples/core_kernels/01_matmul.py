@@ -20,13 +20,11 @@ You will learn:
 # %%
 import functools
 
-import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, host_us,
-                                    print_call_floors, print_share_of, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, draw_program_order,
+                                    host_us, print_call_floors, print_share_of, tflop_per_s)
 from triton_guide.matmul import matmul_kernel
 from triton_guide.matmul_steps import (FIXED_TILE, INTERPRETER_TILE, matmul_grouped,
                                        matmul_pointer_loads, matmul_row_major,
@@ -125,30 +123,7 @@ check_step(matmul_row_major, "step 1 (row-major)")
 tiles, group, window = 9, 3, 9
 orders = {"row-major": program_tiles(tiles, tiles, 1),
           f"grouped, GROUP_SIZE_M = {group}": program_tiles(tiles, tiles, group)}
-
-
-def tiles_read(mapping, num_programs):
-    """Distinct tile rows of A and tile columns of B that the first programs read."""
-    first = mapping[:num_programs]
-    return len(set(first[:, 0].tolist())), len(set(first[:, 1].tolist()))
-
-
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.4), layout="constrained")
-for ax, (name, mapping) in zip(axes, orders.items()):
-    program_of_tile = np.zeros((tiles, tiles), dtype=int)
-    for pid, (pid_m, pid_n) in enumerate(mapping.tolist()):
-        program_of_tile[pid_m, pid_n] = pid
-    ax.imshow(program_of_tile < window, cmap="Blues", vmin=-0.3, vmax=1.3)
-    for (i, j), pid in np.ndenumerate(program_of_tile):
-        ax.text(j, i, str(pid), ha="center", va="center", fontsize=7,
-                color="white" if pid < window else "black")
-    a_rows, b_cols = tiles_read(mapping, window)
-    ax.set_title(f"{name}\nthe first {window} programs read tile rows of A: {a_rows}, "
-                 f"tile columns of B: {b_cols}", fontsize=9)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_xlabel("tile column of C (pid_n): a column of B tiles", fontsize=9)
-    ax.set_ylabel("tile row of C (pid_m): a row of A tiles", fontsize=9)
+draw_program_order(orders, first=window)
 
 # %%
 # In the picture grouping wins: the first programs fit in one group. It ties when they
@@ -158,6 +133,12 @@ for ax, (name, mapping) in zip(axes, orders.items()):
 # on an H100), and a large product's grid is far wider than a group. The distinct tile
 # rows of A and columns of B such a window reads, for the 8192^3 product of the ladder
 # below (128 x 128 tiles, ``GROUP_SIZE_M = 8``), wherever in the launch the window starts:
+
+def tiles_read(mapping, num_programs):
+    """Distinct tile rows of A and tile columns of B that the first programs read."""
+    first = mapping[:num_programs]
+    return len(set(first[:, 0].tolist())), len(set(first[:, 1].tolist()))
+
 
 ladder_tiles, ladder_group = 8192 // 128, 8
 wide_orders = [program_tiles(ladder_tiles, ladder_tiles, g) for g in (1, ladder_group)]
