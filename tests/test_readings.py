@@ -159,6 +159,14 @@ def test_on_cold_copies_prepares_enough_calls_to_overrun_l2():
     assert prepared == [7] * len(calls) and calls[0]() == 7
 
 
+def test_host_time_times_the_prepared_call_with_host_us(monkeypatch):
+    timed = []
+    monkeypatch.setattr(benchmark.timing, "host_us", lambda call: timed.append(call()) or 12.5)
+    measure = benchmark.host_time(lambda x: lambda: x * 2)(21)
+    assert timed == []  # nothing is timed until the measure is called
+    assert measure() == 12.5 and timed == [42]
+
+
 def test_empty_triton_cache_points_triton_elsewhere_and_restores_the_setting(monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
     with benchmark.empty_triton_cache() as folder:

@@ -66,8 +66,8 @@ from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENG
                       mark_each_gpu)
 from .pictures import (draw_cells, draw_element_owners, draw_program_order, draw_tile_mask,
                        draw_tile_owners, element_owners, tile_owners)
-from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
-                       print_best_and_worst, print_call_floors, print_host_bound,
+from .readings import (empty_triton_cache, first_call_ms, host_time, on_cold_copies,
+                       peak_memory, print_best_and_worst, print_call_floors, print_host_bound,
                        print_in_units, print_ratio_range, print_ratios, print_ridge_points,
                        print_share_of, print_share_range, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
@@ -101,5 +101,5 @@ __all__ = [
     "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
     "print_call_floors", "print_ratio_range", "print_host_bound", "print_where_time_follows_work",
     "print_ridge_points", "print_share_range",
-    "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies",
+    "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies", "host_time",
 ]

@@ -11,6 +11,7 @@ nothing and returns an empty dict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import tempfile
@@ -261,6 +262,17 @@ def peak_memory(prepare: Callable[[object], Callable[[], object]]
             return (torch.cuda.max_memory_allocated() - before) / GIB
         return measure
     return measure_at
+
+
+def host_time(prepare: Callable[[object], Callable[[], object]]
+              ) -> Callable[[object], Callable[[], float]]:
+    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
+    given x, a callable that returns the host's time per call of ``prepare(x)``'s call in
+    microseconds (:func:`~triton_guide.benchmark.host_us`: many calls back to back, which
+    return once their kernels are queued)."""
+    from . import timing
+
+    return lambda x: functools.partial(timing.host_us, prepare(x))
 
 
 @contextlib.contextmanager
