@@ -18,13 +18,12 @@ You will learn:
 """
 
 # %%
-import functools
-
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, draw_program_order,
-                                    host_us, print_call_floors, print_share_of, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, draw_program_order, host_time, on_cold_copies,
+                                    print_call_floors, print_ridge_points, print_share_of,
+                                    tflop_per_s)
 from triton_guide.matmul import matmul_kernel
 from triton_guide.matmul_steps import (FIXED_TILE, INTERPRETER_TILE, matmul_grouped,
                                        matmul_pointer_loads, matmul_row_major,
@@ -44,16 +43,13 @@ device = runtime.device()
 # with the size: large products are limited by arithmetic, not memory. Where the line lies
 # depends on the GPU's arithmetic rate over its memory bandwidth, here its two ceilings (a
 # large cuBLAS float16 product, and a 1 GiB device-to-device copy from the vector-add
-# page's run).
+# page's run). Their ratio, the ridge point, is the FLOP per byte a product needs to be
+# limited by arithmetic.
 
 intensity = {n: 2 * n**3 / (2 * 3 * n * n) for n in (256, 1024, 4096)}  # float16 bytes
 print("FLOP per byte moved at least, square float16: "
       + ", ".join(f"{value:.0f} at n = {n}" for n, value in intensity.items()))
-gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
-for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
-    tflops, gbps = gemm_roofs[gpu].value, copy_roofs[gpu].value
-    print(f"{gpu}: {tflops:.0f} TFLOP/s over {gbps:.0f} GB/s, so a product needs "
-          f"{tflops * 1e3 / gbps:.0f} FLOP per byte to be limited by arithmetic")
+print_ridge_points(bench)
 
 # %%
 # Step 1: one program per tile of C
@@ -268,13 +264,13 @@ shares = print_share_of(ladder, "cuBLAS")
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
 
 
-def on_cold_copies(fn):
-    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
+def input_bytes(size):  # A and B of one product, float16
+    return 2 * size * size * 2
 
 
 results = bench.sweep("matmul, GPU time", sizes,
-                      {"triton_guide": on_cold_copies(matmul),
-                       "cuBLAS": on_cold_copies(matmul_reference)},
+                      {"triton_guide": on_cold_copies(prepared(matmul), input_bytes),
+                       "cuBLAS": on_cold_copies(prepared(matmul_reference), input_bytes)},
                       lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
                       unit="TFLOP/s", ceiling="gemm_fp16",
                       xlabel="n (n x n x n, float16)", gpu_time=True)
@@ -286,22 +282,15 @@ spans = results.compare("triton_guide", "cuBLAS", work=lambda n: 2 * n**3)
 # ----------------
 # A program does not call ``matmul`` from a CUDA graph. Each call runs Python on the host
 # first (the checks, the choice of kernel, the launch), and the GPU cannot start a kernel
-# before the host has launched it. The host's time per call (``host_us``: 200 calls back
-# to back, which return as soon as their kernels are queued), for steps 3 and 4 and for
-# cuBLAS's call:
+# before the host has launched it. The host's time per call (``host_time``, through
+# ``host_us``: 200 calls back to back, which return as soon as their kernels are queued),
+# for steps 3 and 4 and for cuBLAS's call, each compiled and autotuned first:
 
 host_sizes = [256, 512, 1024, 2048]
-
-
-def host_time(fn):
-    prepare = prepared(fn)  # as for the ladder: compiled and autotuned first
-    return lambda size: functools.partial(host_us, prepare(size))
-
-
 host = bench.measure("matmul, host time per call", host_sizes,
-                     {"step 3 pointer loads": host_time(matmul_pointer_loads),
-                      "step 4 descriptors": host_time(matmul),
-                      "cuBLAS": host_time(matmul_reference)},
+                     {"step 3 pointer loads": host_time(prepared(matmul_pointer_loads)),
+                      "step 4 descriptors": host_time(prepared(matmul)),
+                      "cuBLAS": host_time(prepared(matmul_reference))},
                      label="n", unit="us per call", xlabel="n (n x n x n, float16)")
 
 # %%
@@ -340,5 +329,6 @@ floors = print_call_floors(host, results, ours=("step 4 descriptors", "triton_gu
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
-# :func:`triton_guide.benchmark.cold_matmul_inputs`, :func:`triton_guide.benchmark.host_us`,
-# :meth:`triton_guide.benchmark.Benchmark.ceilings`.
+# :func:`triton_guide.benchmark.on_cold_copies`, :func:`triton_guide.benchmark.host_time`,
+# :func:`triton_guide.benchmark.host_us`, :func:`triton_guide.benchmark.print_ridge_points`,
+# :func:`triton_guide.benchmark.draw_program_order`.
