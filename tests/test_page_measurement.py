@@ -44,7 +44,6 @@ MEASUREMENT_IS_THE_LESSON = {
 OVER_THE_LIMIT: dict[str, float] = {
     "basics/00_triton_pytorch_cuda.py": 0.60,
     "basics/01_vector_add.py": 0.35,
-    "basics/03_broadcasting_2d.py": 0.35,
     "core_kernels/01_matmul.py": 0.35,
     "core_kernels/02_softmax.py": 0.50,
     "core_kernels/03_flash_attention.py": 0.35,

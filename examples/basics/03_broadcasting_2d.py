@@ -23,7 +23,7 @@ import torch
 
 from triton_guide import runtime, transpose, transpose_reference
 from triton_guide.benchmark import (OUT_OF_LINE, Benchmark, draw_tile_mask, gb_per_s,
-                                    out_of_line, us_per_call)
+                                    print_where_time_follows_work)
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -165,11 +165,6 @@ results = bench.sweep("transpose", sizes, variants,
                       unit="GB/s", ceiling="copy", xlabel="n (n x n float32 matrix)")
 results.plot()
 results.summary(ratios=[("triton_guide", "torch")])
-for run in results:
-    print(f"{run.gpu}, n = {run.xs[run.largest]:,}: triton_guide at "
-          f"{run.fraction_of_ceiling('triton_guide'):.0%} of the copy ceiling, "
-          f"x.t().contiguous() at {run.fraction_of_ceiling('torch'):.0%}; "
-          f"triton_guide {run.ratio('triton_guide', 'torch'):.2f}x torch's bandwidth")
 
 # %%
 # The smallest sizes time more than the kernel
@@ -186,31 +181,24 @@ for run in results:
 # between the two events, and the wait is timed too. Each size here moves four times the
 # bytes of the one before, so where a call takes much less than four times as long as
 # the call before, those fixed costs are a large part of the smaller call. The times per
-# call, worked back from each rate, and how much each grows from one size to the next:
+# call, worked back from each rate (a call reads and writes ``2 x 4 x n^2`` bytes), and
+# how much each grew from the smallest size to the largest, against the bytes:
 
-slow_readings = []
-for run in results:
-    print(f"{run.gpu}: us per call (2 x 4 x n^2 bytes / rate); growth: over the size "
-          "before (4x the bytes)")
-    print(f"{'n':>14}" + "".join(f"{n:>9,}" for n in run.xs))
-    for name in run.series:
-        micros = [us_per_call(2 * 4 * n * n, rate) for n, rate in zip(run.xs, run[name])]
-        print(f"{name:>14}" + "".join(f"{t:>9.1f}" for t in micros))
-        growth = [f"{later / earlier:.1f}x" for earlier, later in zip(micros, micros[1:])]
-        print(f"{'growth':>14}{'':>9}" + "".join(f"{g:>9}" for g in growth))
-        for i in out_of_line(micros):
-            slow_readings.append(f"{run.gpu}, {name} at n = {run.xs[i]:,}: {micros[i]:.1f} us "
-                                 f"per call, longer than at a larger n")
+names = ["triton_guide", "torch"]
+results.per_call(names, work=lambda n: 2 * 4 * n * n)
 
 # %%
 # A call that takes less time than the call before it, for four times the bytes, cannot
 # be explained by fixed costs: more work does not take less time. Such a reading says
 # something about the run (the host busy for a moment, the clock not yet up), not about
-# the kernel. The readings that took more than ``OUT_OF_LINE`` times as long as a larger
-# size's (``out_of_line`` in ``triton_guide.benchmark``):
+# the kernel. Below, for each GPU, the first size at which each call takes twice its time
+# at the smallest size, leaving out, and listing, the readings that took more than
+# ``OUT_OF_LINE`` times as long as a larger size's (``out_of_line`` in
+# ``triton_guide.benchmark``). Below that size a call costs about the same whatever it
+# moves: the ratios there compare fixed costs, not transposes.
 
-print(f"readings over {OUT_OF_LINE}x a larger size's time:")
-print("\n".join(slow_readings) or "none")
+print(f"left out below: readings over {OUT_OF_LINE}x a larger size's time per call")
+print_where_time_follows_work(results, names, work=lambda n: 2 * 4 * n * n)
 
 # %%
 # Takeaways
@@ -219,7 +207,7 @@ print("\n".join(slow_readings) or "none")
 # * offset = row * row_stride + col * col_stride: pass strides and views work unchanged.
 # * A 2D mask is the AND of a row mask and a column mask, broadcast the same way.
 # * A tiled transpose moves data at close to a copy's speed at large sizes; the fractions
-#   of the copy ceiling that it and ``x.t().contiguous()`` reach are printed under the
-#   bandwidth table.
+#   of the copy ceiling that it and ``x.t().contiguous()`` reach are the ``/ ceiling``
+#   rows of the bandwidth table.
 # * At small sizes a call's time is mostly fixed costs; a reading that a larger size beat
 #   is the run's, not the kernel's.
