@@ -2,8 +2,8 @@
 FP8 matmul: e4m3 values, their scales, and what goes wrong
 ==========================================================
 
-Hopper's tensor cores multiply 8-bit floating-point numbers (FP8) at twice the rate of
-16-bit ones, and an FP8 matrix takes half the memory. An 8-bit number holds very little,
+Hopper's tensor cores multiply 8-bit floating-point numbers (FP8) faster than 16-bit
+ones (step 6 measures how much), and an FP8 matrix takes half the memory. An 8-bit number holds very little,
 so an FP8 matrix always travels with a *scale*, and most FP8 bugs are scale bugs. This
 page builds the product one idea at a time, each cell run on the CPU too, and prints
 what each choice costs in accuracy against a float64 product.
@@ -17,7 +17,7 @@ You will learn:
   a scale forgotten or applied twice;
 * the kernel: FP8 tiles into ``tl.dot``, the scales applied once to the finished tile;
 * its error next to bfloat16's, and its speed against ``torch._scaled_mm`` (PyTorch's
-  FP8 product, cuBLAS underneath) and a bfloat16 cuBLAS product.
+  FP8 product: cuBLAS, or CUTLASS for per-row scales) and a bfloat16 cuBLAS product.
 
 The kernel is :func:`triton_guide.fp8_matmul.fp8_matmul`. On a GPU build everything runs
 live; on a CPU build the kernel runs in the Triton interpreter on small sizes, and the
@@ -40,7 +40,8 @@ torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every b
 bench = Benchmark()
 print(bench.stamp())
 device = runtime.device()
-# FP8 tensor cores (and torch._scaled_mm) need sm_89 or later; the interpreter has none
+# whether FP8 products run here: the interpreter computes them in numpy; on a GPU, FP8
+# tensor cores (and torch._scaled_mm) need sm_89 or later
 has_fp8 = device.type == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
 
 # %%
@@ -261,9 +262,10 @@ if not has_fp8:
     print("Not run: this GPU has no FP8 tensor cores (sm_89 or later).")
 
 # %%
-# The kernel's own error is float32 rounding: the FP8 inputs are what the product is
-# exact for. The 8-bit inputs are not: their 3 mantissa bits cost an order of magnitude
-# more error than bfloat16's 7, whatever the scaling, on inputs whose rows are alike.
+# Against its own FP8 inputs the kernel loses only what its sum rounds (in float32; on
+# a GPU also in the tensor cores' partial sums). The 8-bit inputs themselves cost an
+# order of magnitude more than bfloat16's: 3 stored mantissa bits against 7, whatever
+# the scaling, on inputs whose rows are alike.
 #
 # Step 6: speed
 # -------------
@@ -301,6 +303,7 @@ def accepts(fn, per):  # torch._scaled_mm refuses what its build or this GPU lac
         print(f"not timed, refused here: {str(refusal).splitlines()[0][:120]}")
         return False
 
+
 # %%
 # The sweep, on a GPU with FP8 tensor cores (copies of the inputs enough for the
 # bfloat16 ones, the largest, to overrun L2):
@@ -318,8 +321,8 @@ else:
     speed.plot()
 
 # %%
-# Each of ours over ``torch._scaled_mm`` with the same scaling, and every variant at
-# 8192^3 as a share of the bfloat16 cuBLAS product's rate (FP8 over 16-bit):
+# Each of ours over ``torch._scaled_mm`` with the same scaling, then every variant's
+# best and worst share of the bfloat16 cuBLAS product's rate (FP8 over 16-bit):
 
 vendor = {per: print_ratio_range(speed, f"ours, per {per}", [f"_scaled_mm, per {per}"])
           for per in ("tensor", "row")
