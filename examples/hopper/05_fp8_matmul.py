@@ -341,8 +341,7 @@ print(f"* One scale for rows 10^3 apart: the ordinary rows' error "
       f"{row_errors[3][0]:.3f} (per row {row_errors[3][1]:.3f}); 10^5 apart: "
       f"{row_errors[5][0]:.3f} against {row_errors[5][1]:.3f}.")
 print(f"* This build casts 1000 to {edge.to(FP8).float()[edge == 1000].item():g}; "
-      "quantize_fp8 "
-      "clamps first, so values past 448 become 448 on every build.")
+      "quantize_fp8 clamps first, so values past 448 become 448 on every build.")
 print(f"* Scales forgotten: the product {factors['forgotten']:.3g} times too large "
       f"here; applied twice, {factors['applied twice']:.3g} times: a check against a "
       "reference catches either at once.")
