@@ -3,10 +3,10 @@ FP8 matmul: e4m3 values, their scales, and what goes wrong
 ==========================================================
 
 Hopper's tensor cores multiply 8-bit floating-point numbers (FP8) faster than 16-bit
-ones (step 6 measures how much), and an FP8 matrix takes half the memory. An 8-bit number holds very little,
-so an FP8 matrix always travels with a *scale*, and most FP8 bugs are scale bugs. This
-page builds the product one idea at a time, each cell run on the CPU too, and prints
-what each choice costs in accuracy against a float64 product.
+ones (step 6 measures how much), and an FP8 matrix takes half the memory. An 8-bit
+number holds very little, so an FP8 matrix always travels with a *scale*, and most FP8
+bugs are scale bugs. This page builds the product one idea at a time, each cell run on
+the CPU too, and prints what each choice costs in accuracy against a float64 product.
 
 You will learn:
 
