@@ -130,6 +130,16 @@ def test_ridge_points_divide_each_gpus_gemm_ceiling_by_its_copy_ceiling(capsys):
         "below it memory bounds a kernel")
 
 
+def test_readings_print_named_x_values_as_they_are(capsys):
+    results = synthetic({"Synthetic A100": {"ours": [30.0, 90.0], "theirs": [10.0, 100.0]}},
+                        xs=["3000x4000x2000", "4096^3"], label="shape")
+    assert benchmark.print_ratios(results, "ours", "theirs") == {"Synthetic A100": [3.0, 0.9]}
+    assert benchmark.print_share_of(results, "theirs") == {"Synthetic A100": {"ours": 0.9}}
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, ours / theirs by shape: 3000x4000x2000: 3.00, 4096^3: 0.90",
+        "Synthetic A100, shape = 4096^3, share of theirs's GB/s: ours 90%"]
+
+
 def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):
     peaks = {"torch": [3.0, 6.0], "fused": [1.0, 2.0], "in place": [0.0, 0.0]}
     results = synthetic({"Synthetic A100": peaks, "Synthetic B200": dict(peaks)},

@@ -18,6 +18,8 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 
+from .tables import format_x
+
 GIB = 2**30
 
 
@@ -33,7 +35,7 @@ def print_share_of(results, reference: str, *, context: str = ""
                            for name in run.series if name != reference}
         missing = [name for name in results.variant_names() if name not in run.series]
         where = f"{run.gpu}, {context}" if context else run.gpu
-        print(f"{where}, {results.label} = {x:,}, share of {reference}'s {results.unit}: "
+        print(f"{where}, {results.label} = {format_x(x)}, share of {reference}'s {results.unit}: "
               + ", ".join(f"{name} {share:.0%}" for name, share in shares[run.gpu].items())
               + "".join(f"; {name} not in this recording" for name in missing))
     return shares
@@ -52,7 +54,7 @@ def print_share_range(results, reference: str) -> dict[str, dict[str, dict]]:
                                             in zip(run.xs, run[name], run[reference])}
             best, worst = max(share, key=share.get), min(share, key=share.get)
             print(f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
-                  f"{_shown_x(best)}, worst {share[worst]:4.0%} at {_shown_x(worst)}")
+                  f"{format_x(best)}, worst {share[worst]:4.0%} at {format_x(worst)}")
     return found
 
 
@@ -83,7 +85,7 @@ def print_ratios(results, name: str, other: str) -> dict[str, list[float]]:
     for run in results:
         ratios[run.gpu] = [a / b for a, b in zip(run[name], run[other])]
         print(f"{run.gpu}, {name} / {other} by {results.label}: " + ", ".join(
-            f"{x:,}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])))
+            f"{format_x(x)}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])))
     return ratios
 
 
@@ -102,10 +104,6 @@ def print_ridge_points(bench, gemm: str = "gemm_fp16", copy: str = "copy"
         print(f"{gpu}: {tflops:.0f} TFLOP/s over {gbps:.0f} GB/s, a ridge point of "
               f"{ridges[gpu]:.0f} FLOP per byte: below it memory bounds a kernel")
     return ridges
-
-
-def _shown_x(x) -> str:
-    return f"{x:,}" if isinstance(x, int) else str(x)
 
 
 def print_ratio_range(results, name: str, others: Sequence[str], *, context: str = ""
@@ -131,7 +129,7 @@ def print_ratio_range(results, name: str, others: Sequence[str], *, context: str
             reach = sum(ratio >= 1 for ratio in ratios.values())
             found[run.gpu][other] = (ratios[low], max(ratios.values()), reach, len(ratios))
             print(f"{where}{name} / {other} {ratios[low]:.2f}-{max(ratios.values()):.2f}x, "
-                  f"lowest at {_shown_x(low)}; 1.0x or more at {reach} of {len(ratios)}")
+                  f"lowest at {format_x(low)}; 1.0x or more at {reach} of {len(ratios)}")
     return found
 
 
@@ -154,7 +152,7 @@ def print_host_bound(gpu_time, as_called, name: str, work: Callable[[object], fl
         found[kernel_run.gpu] = slow
         print(f"{kernel_run.gpu}: {name} as called over {factor:g}x its GPU time at "
               f"{len(slow)} of {len(shared)} values of {gpu_time.label}" + (": " + ", ".join(
-                  f"{_shown_x(x)} ({c:.0f} us, {g:.0f} on the GPU)" for x, c, g in slow)
+                  f"{format_x(x)} ({c:.0f} us, {g:.0f} on the GPU)" for x, c, g in slow)
                   if slow else ""))
     return found
 
@@ -176,11 +174,11 @@ def print_where_time_follows_work(results, names: Sequence[str],
         for name in names:
             micros = run.us_per_call(name, work)
             left_out = out_of_line(micros)
-            slow += [f"{name} at {_shown_x(run.xs[i])}" for i in left_out]
+            slow += [f"{name} at {format_x(run.xs[i])}" for i in left_out]
             kept = [(x, t) for i, (x, t) in enumerate(zip(run.xs, micros)) if i not in left_out]
             found[run.gpu][name] = next((x for x, t in kept if t >= 2 * kept[0][1]), None)
         print(f"{run.gpu}, time per call first twice the smallest {results.label}'s: "
-              + ", ".join(f"{name} at {_shown_x(x)}" if x is not None else f"{name} never"
+              + ", ".join(f"{name} at {format_x(x)}" if x is not None else f"{name} never"
                           for name, x in found[run.gpu].items())
               + f"; left out, slower than at a larger {results.label}: "
               + (", ".join(slow) or "none"))
@@ -197,7 +195,7 @@ def print_in_units(results, unit: str, size_of: Callable[[object], float]
     for run in results:
         x = run.xs[run.largest]
         found[run.gpu] = {name: run.at_largest(name) / size_of(x) for name in run.series}
-        print(f"{run.gpu}, {results.label} = {x:,}, in {unit}: " + "; ".join(
+        print(f"{run.gpu}, {results.label} = {format_x(x)}, in {unit}: " + "; ".join(
             f"{name} {value:.1f}" for name, value in found[run.gpu].items()))
     if len(results) > 1 and len({tuple(map(tuple, run.series.values()))
                                  for run in results}) == 1:
@@ -230,7 +228,7 @@ def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, s
             floor = max(run[ours[0]][i], kernel["ours"])
             their_floor = max(run[theirs[0]][i], kernel["theirs"])
             found[run.gpu][x] = (run[ours[0]][i], kernel["ours"], floor, their_floor)
-            lines.append(f"{host.label} = {x:,}: host {run[ours[0]][i]:.0f} us, "
+            lines.append(f"{host.label} = {format_x(x)}: host {run[ours[0]][i]:.0f} us, "
                          f"kernel {kernel['ours']:.1f} us; a call at least {floor:.0f} us "
                          f"against {theirs[0]}'s {their_floor:.0f}: "
                          f"{their_floor / floor:.2f}x its speed")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .ceilings import Ceiling
 from .figures import OVERLAID_VARIANTS, draw
-from .tables import print_summary
+from .tables import format_x, print_summary
 from .timing import out_of_line
 
 # Microseconds per call from work over rate: bytes / (GB/s), FLOPs / (TFLOP/s).
@@ -125,7 +125,7 @@ class Results:
         left), so that a page's prose can rest on what it printed."""
         spans = {}
         for run in self.runs:
-            largest, x_of = run.largest, lambda i, run=run: f"{self.label} = {run.xs[i]:,}"
+            largest, x_of = run.largest, lambda i, run=run: f"{self.label} = {format_x(run.xs[i])}"
             roof = run.fraction_of_ceiling(name)
             print(f"{run.gpu}, {x_of(largest)}: {name} at {run.ratio(name, other):.2f}x "
                   f"{other}'s {self.unit}" + ("" if math.isnan(roof) else

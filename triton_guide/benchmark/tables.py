@@ -21,7 +21,7 @@ def print_table(label: str, unit: str, runs: list[Run]) -> None:
     xs = list(dict.fromkeys(x for run in runs for x in run.xs))  # first seen first
     if all(isinstance(x, numbers.Real) for x in xs):
         xs.sort()
-    first = max([len(label), *(len(_shown(x)) for x in xs)])
+    first = max([len(label), *(len(format_x(x)) for x in xs)])
     groups = []
     for run in runs:
         widths = [max(len(name), 8) for name in run.series]
@@ -52,11 +52,12 @@ def print_table(label: str, unit: str, runs: list[Run]) -> None:
             cells.append("".join(
                 f"{_number(value, decimals[run.slug, name]):>{width + 2}}"
                 for value, name, width in zip(values, run.series, widths)))
-        print(f"{_shown(x):>{first}} |" + " |".join(cells))
+        print(f"{format_x(x):>{first}} |" + " |".join(cells))
 
 
-def _shown(x) -> str:
-    """An x value as a table prints it: integers with thousands separators."""
+def format_x(x) -> str:
+    """An x value as tables and readings print it: integers with thousands separators,
+    anything else (a shape's name, a float) as it is."""
     return f"{x:,}" if isinstance(x, numbers.Integral) else str(x)
 
 
