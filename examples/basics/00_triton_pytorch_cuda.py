@@ -25,8 +25,8 @@ import triton
 from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 from triton_guide import attention, matmul, runtime, softmax, softmax_naive, vector_add
-from triton_guide.benchmark import (Benchmark, gb_per_s, mark_each_gpu, measure_device_sizes,
-                                    roofline, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, gb_per_s, mark_each_gpu,
+                                    measure_device_sizes, roofline, tflop_per_s)
 from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmul_cost,
                                   read_working_set, softmax_cost, vector_add_cost)
 
