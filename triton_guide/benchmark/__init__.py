@@ -5,7 +5,9 @@ here: :mod:`~triton_guide.benchmark.timing` (timers and rates),
 :mod:`~triton_guide.benchmark.roofline`, :mod:`~triton_guide.benchmark.tables`,
 :mod:`~triton_guide.benchmark.runs` (one
 benchmark's numbers per GPU), :mod:`~triton_guide.benchmark.readings` (one-line readings
-of them for a page's prose; peak memory and a first call's wall time) and :mod:`~triton_guide.benchmark.recording` (a page's
+of them for a page's prose; peak memory and a first call's wall time),
+:mod:`~triton_guide.benchmark.variants` (sweep variants on random inputs, a call's host and
+GPU time apart) and :mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
@@ -62,8 +64,9 @@ from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour)
 from .readings import (empty_triton_cache, first_call_ms, on_cold_copies, peak_memory,
-                       print_best_and_worst, print_call_floors, print_in_units, print_ratios,
-                       print_share_of)
+                       print_at_ceilings, print_best_and_worst, print_call_floors,
+                       print_host_and_gpu, print_in_units, print_memory_cap, print_ratios,
+                       print_share_of, print_step_gains)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
 from .runs import Results, Run
@@ -72,6 +75,7 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      OUT_OF_LINE, WARMUP_S, calls_on, cold_matmul_inputs,
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
                      median_ms, out_of_line, queued_ms, tflop_per_s, us_per_call)
+from .variants import gpu_time, host_and_gpu_time, host_time, random_inputs
 
 __all__ = [
     # timing
@@ -89,6 +93,9 @@ __all__ = [
     "Run", "Results", "Benchmark", "NO_RECORDING_TO_INTERPRET", "roofline",
     # one-line readings for a page's prose, measurements that are not timings
     "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
-    "print_call_floors",
+    "print_call_floors", "print_step_gains", "print_memory_cap", "print_at_ceilings",
+    "print_host_and_gpu",
     "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies",
+    # variants made from a page's function
+    "random_inputs", "host_time", "gpu_time", "host_and_gpu_time",
 ]

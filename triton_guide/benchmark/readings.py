@@ -3,18 +3,23 @@ measurements that are not timings of a kernel: the extra peak memory of a call, 
 wall-clock time of a first call that compiles.
 
 Each ``print_*`` function takes a :class:`~triton_guide.benchmark.Results` (live or
-recorded runs), prints what a page would otherwise spell out in a loop, and returns the
-numbers it printed, so that the page's prose can rest on them. With no run it prints
-nothing and returns an empty dict.
+recorded runs; :func:`print_at_ceilings` takes the page's
+:class:`~triton_guide.benchmark.Benchmark`, for its ceilings), prints what a page would
+otherwise spell out in a loop, and returns the numbers it printed, so that the page's prose
+can rest on them. With no run it prints nothing and returns an empty dict.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from .runs import _US_PER_WORK_OVER_RATE
+from .timing import DO_BENCH_CLEARING_BYTES, us_per_call
 
 GIB = 2**30
 
@@ -55,15 +60,126 @@ def print_best_and_worst(results, within: float = 0.05) -> dict[str, tuple]:
     return found
 
 
-def print_ratios(results, name: str, other: str) -> dict[str, list[float]]:
-    """Print, for each GPU, ``name`` over ``other`` at every x, in one line; return
-    ``{gpu: [ratio at each x]}``."""
+def print_ratios(results, name: str, other: str, *, beside: float | None = None
+                 ) -> dict[str, list[float]]:
+    """Print, for each GPU, ``name`` over ``other`` at every x, in one line; with
+    ``beside`` (a ratio worked out on paper, such as a ratio of bytes moved), also the x
+    where the measured ratio falls below it. Return ``{gpu: [ratio at each x]}``."""
     ratios = {}
     for run in results:
         ratios[run.gpu] = [a / b for a, b in zip(run[name], run[other])]
+        below = "" if beside is None else f"; below {beside:.1f} at: " + (", ".join(
+            f"{x:,}" for x, ratio in zip(run.xs, ratios[run.gpu]) if ratio < beside)
+            or "none")
         print(f"{run.gpu}, {name} / {other} by {results.label}: " + ", ".join(
-            f"{x:,}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])))
+            f"{x:,}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])) + below)
     return ratios
+
+
+def print_step_gains(results, steps: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Print, for each GPU, what each of ``steps`` (variants in the order a page builds
+    them) bought at the largest x: its rate over the step before's (a step missing from a
+    recording is said to be missing, and the next is set over the one before it). Return
+    ``{gpu: {step: gain}}`` for each step after the first that has one."""
+    gains = {}
+    for run in results:
+        present = [step for step in steps if step in run.series]
+        gains[run.gpu] = {step: run.at_largest(step) / run.at_largest(before)
+                          for before, step in zip(present, present[1:])}
+        missing = [step for step in steps if step not in run.series]
+        print(f"{run.gpu}, {results.label} = {run.xs[run.largest]:,}, each step over the "
+              "one before: " + ", ".join(f"{step} {gain:.2f}x"
+                                         for step, gain in gains[run.gpu].items())
+              + "".join(f"; {step} not in this recording" for step in missing))
+    return gains
+
+
+def print_memory_cap(results, name: str, bytes_read: Callable[[object], float],
+                     copy: dict, work: Callable[[object], float]) -> dict[str, tuple]:
+    """Print, for each GPU with a copy ceiling in ``copy`` (``{gpu: Ceiling}``, from
+    :meth:`~triton_guide.benchmark.Benchmark.ceilings`), the most ``name``'s rate at the
+    largest x could be if all of its ``bytes_read(x)`` bytes came from memory at the copy
+    rate, against the rate measured (``work(x)``, one call's bytes or FLOPs, turns a rate
+    into time). Where the measured rate is above that cap, memory could have delivered only
+    ``cap / measured`` of the bytes in the time: at least the rest came from the L2 cache.
+    Return ``{gpu: (cap, measured)}``."""
+    found = {}
+    for run in results:
+        if run.gpu not in copy or name not in run.series:
+            continue
+        x = run.xs[run.largest]
+        measured, nbytes, gbps = run.at_largest(name), bytes_read(x), copy[run.gpu].value
+        cap = measured * run.us_per_call(name, work)[run.largest] / (nbytes / gbps * 1e-3)
+        found[run.gpu] = (cap, measured)
+        print(f"{run.gpu}, {name} at {results.label} = {x:,}: {nbytes / 1e9:.1f} GB at "
+              f"{gbps:,.0f} GB/s allow {cap:,.0f} {results.unit}, measured {measured:,.0f}"
+              + (f": at least {1 - cap / measured:.0%} of the reads came from L2"
+                 if measured > cap else ", within what memory alone allows"))
+    return found
+
+
+def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
+                      ) -> dict[str, dict[str, float]]:
+    """Print, for each GPU that has every ceiling ``amounts`` names (live or recorded:
+    :meth:`~triton_guide.benchmark.Benchmark.ceilings`), how long each amount of work
+    takes at its ceiling. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``,
+    e.g. ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
+    ``{gpu: {label: milliseconds}}``."""
+    kinds = list(dict.fromkeys(kind for _, kind in amounts.values()))
+    roofs = {kind: bench.ceilings(kind) for kind in kinds}
+    found = {}
+    for gpu in sorted(set.intersection(*(set(roofs[kind]) for kind in kinds))):
+        found[gpu] = {label: amount / roofs[kind][gpu].value
+                      * _US_PER_WORK_OVER_RATE[roofs[kind][gpu].unit] * 1e-3
+                      for label, (amount, kind) in amounts.items()}
+        print(f"{gpu} (" + ", ".join(f"{roofs[kind][gpu].value:,.0f} {roofs[kind][gpu].unit}"
+                                     for kind in kinds) + "): " + ", ".join(
+            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items()))
+    return found
+
+
+# How :func:`~triton_guide.benchmark.host_and_gpu_time` names the two variants it makes
+# of a name, and :func:`print_host_and_gpu` reads them: "<name>, host", "<name>, GPU alone".
+HOST, GPU_ALONE = "host", "GPU alone"
+
+
+def print_host_and_gpu(times, sweep, names: Sequence[str], work: Callable[[object], float]
+                       ) -> dict[str, dict]:
+    """Print, for each GPU of ``times`` (a :meth:`~triton_guide.benchmark.Benchmark.measure`
+    of :func:`~triton_guide.benchmark.host_and_gpu_time` variants, in microseconds per
+    call) and each of its x, the host's time per call of each of ``names``, their GPU time
+    alone and, where ``sweep`` has that GPU and x, their time per call there (worked back
+    from its rates and ``work(x)``, one call's bytes or FLOPs). Where the sweep's ceiling
+    is a copy rate, each GPU's first line also says how long ``do_bench``'s clearing of
+    the L2 cache takes at that rate (a host time shorter than that hides behind it in a
+    sweep), and each x how long its bytes take at that rate. Return
+    ``{gpu: {x: {name: (host, GPU alone, in the sweep or nan)}}}``."""
+    found = {}
+    for run in times:
+        timed = next((r for r in sweep if r.slug == run.slug), None)
+        copy = (timed.ceiling.value if timed is not None and timed.ceiling is not None
+                and timed.ceiling.unit == "GB/s" else None)
+        head = f"{run.gpu}, {' / '.join(names)}, us per call"
+        if copy is not None:
+            head += (f" (do_bench's clearing writes {DO_BENCH_CLEARING_BYTES / 2**20:.0f} MiB: "
+                     f"{us_per_call(DO_BENCH_CLEARING_BYTES, copy):.0f} us at the copy rate)")
+        lines, found[run.gpu] = [head + ":"], {}
+        for i, x in enumerate(run.xs):
+            in_sweep = (timed is not None and x in timed.xs
+                        and all(name in timed.series for name in names))
+            found[run.gpu][x] = {name: (
+                run[f"{name}, {HOST}"][i], run[f"{name}, {GPU_ALONE}"][i],
+                timed.us_per_call(name, work)[timed.xs.index(x)] if in_sweep else math.nan)
+                for name in names}
+            columns = (HOST, GPU_ALONE, "in the sweep")[:3 if in_sweep else 2]
+            at_copy = ("" if copy is None else
+                       f" ({work(x) / 1e6:.1f} MB, {us_per_call(work(x), copy):.1f} us at "
+                       "the copy rate)")
+            lines.append(f"  {times.label} = {x:,}{at_copy}: " + "; ".join(
+                f"{column} " + " / ".join(f"{found[run.gpu][x][name][k]:.1f}" for name in names)
+                for k, column in enumerate(columns)))
+        print("\n".join(lines))
+    return found
 
 
 def print_in_units(results, unit: str, size_of: Callable[[object], float]
