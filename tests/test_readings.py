@@ -5,6 +5,7 @@ everywhere."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -171,7 +172,8 @@ def test_on_cold_copies_prepares_enough_calls_to_overrun_l2():
 
 def test_host_time_times_the_prepared_call_with_host_us(monkeypatch):
     timed = []
-    monkeypatch.setattr(benchmark.timing, "host_us", lambda call: timed.append(call()) or 12.5)
+    monkeypatch.setattr(benchmark.variants, "host_us",
+                        lambda call: timed.append(call()) or 12.5)
     measure = benchmark.host_time(lambda x: lambda: x * 2)(21)
     assert timed == []  # nothing is timed until the measure is called
     assert measure() == 12.5 and timed == [42]
@@ -216,3 +218,149 @@ def test_call_floors_take_the_longer_of_host_and_kernel_time(capsys):
         "0.20x its speed",
         "  n = 100: host 60 us, kernel 2000.0 us; a call at least 2000 us against lib, "
         "host's 2000: 1.00x its speed"]
+
+
+def test_ratios_beside_a_counted_ratio_name_the_x_that_fall_below_it(capsys):
+    results = synthetic({"Synthetic A100": {"fused": [20.0, 90.0, 50.0],
+                                            "naive": [10.0, 20.0, 10.0]}}, xs=[128, 1024, 8192])
+    assert benchmark.print_ratios(results, "fused", "naive", beside=4.0) == {
+        "Synthetic A100": [2.0, 4.5, 5.0]}
+    benchmark.print_ratios(results, "fused", "naive", beside=1.5)
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, fused / naive by n: 128: 2.00, 1,024: 4.50, 8,192: 5.00; "
+        "below 4.0 at: 128",
+        "Synthetic A100, fused / naive by n: 128: 2.00, 1,024: 4.50, 8,192: 5.00; "
+        "below 1.5 at: none"]
+
+
+def test_step_gains_set_each_step_over_the_one_before_at_the_largest_x(capsys):
+    results = synthetic({"Synthetic A100": {"step 1": [1.0, 10.0], "step 2": [2.0, 40.0],
+                                            "step 3": [3.0, 60.0], "library": [9.0, 90.0]},
+                         "Synthetic B200": {"step 1": [1.0, 10.0], "step 3": [3.0, 30.0]}},
+                        xs=[256, 4096], unit="TFLOP/s", label="N")
+    gains = benchmark.print_step_gains(results, ["step 1", "step 2", "step 3"])
+    assert gains == {"Synthetic A100": {"step 2": 4.0, "step 3": 1.5},
+                     "Synthetic B200": {"step 3": 3.0}}
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, N = 4,096, each step over the one before: step 2 4.00x, "
+        "step 3 1.50x",
+        "Synthetic B200, N = 4,096, each step over the one before: step 3 3.00x; "
+        "step 2 not in this recording"]
+
+
+def test_memory_cap_says_what_share_of_the_reads_came_from_cache(capsys):
+    # 1e12 FLOPs per call; 2 GB read. At a copy rate of 1000 GB/s the bytes take 2 ms, which
+    # caps the rate at 1e12 FLOPs / 2 ms = 500 TFLOP/s.
+    results = synthetic({"Synthetic A100": {"one pass": [100.0, 800.0]},
+                         "Synthetic B200": {"one pass": [100.0, 400.0]},
+                         "Synthetic C300": {"one pass": [100.0, 900.0]}},
+                        xs=[1, 2], unit="TFLOP/s", label="N")
+    copy = {gpu: Ceiling(kind="copy", label="copy", value=1000.0, unit="GB/s")
+            for gpu in ("Synthetic A100", "Synthetic B200")}  # none for C300
+    found = benchmark.print_memory_cap(results, "one pass", lambda n: 2e9, copy,
+                                       work=lambda n: 1e12)
+    assert found["Synthetic A100"] == pytest.approx((500.0, 800.0))
+    assert found["Synthetic B200"] == pytest.approx((500.0, 400.0))
+    assert "Synthetic C300" not in found
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100, one pass at N = 2: 2.0 GB at 1,000 GB/s allow 500 TFLOP/s, "
+        "measured 800: at least 38% of the reads came from L2",
+        "Synthetic B200, one pass at N = 2: 2.0 GB at 1,000 GB/s allow 500 TFLOP/s, "
+        "measured 400, within what memory alone allows"]
+
+
+class _Ceilings:
+    """Stands in for a Benchmark: ceilings(kind) -> {gpu: Ceiling}."""
+
+    def __init__(self, values: dict[str, dict[str, float]]):
+        self.values = values
+
+    def ceilings(self, kind):
+        unit = benchmark.CEILING_UNITS[kind]
+        return {gpu: Ceiling(kind=kind, label=kind, value=value, unit=unit)
+                for gpu, value in self.values[kind].items()}
+
+
+def test_at_ceilings_turns_bytes_and_flops_into_milliseconds_on_gpus_with_both(capsys):
+    bench = _Ceilings({"copy": {"Synthetic A100": 2000.0, "Synthetic B200": 4000.0},
+                       "gemm_fp16": {"Synthetic A100": 500.0}})
+    found = benchmark.print_at_ceilings(bench, {"the traffic": (8e9, "copy"),
+                                                "the math": (1e12, "gemm_fp16")})
+    # 8 GB at 2000 GB/s: 4 ms; 1 TFLOP at 500 TFLOP/s: 2 ms. B200 has no GEMM ceiling.
+    assert found == {"Synthetic A100": pytest.approx({"the traffic": 4.0, "the math": 2.0})}
+    assert capsys.readouterr().out.strip() == (
+        "Synthetic A100 (2,000 GB/s, 500 TFLOP/s): the traffic 4 ms, the math 2 ms")
+
+
+def test_host_and_gpu_set_both_times_beside_the_sweeps_time_per_call(capsys):
+    # 1e6 bytes per call at n = 10: at 100 GB/s (the sweep's ceiling) 10 us; the sweep's
+    # rates 50 and 20 GB/s are 20 and 50 us per call.
+    sweep = synthetic({"Synthetic A100": {"ours": [50.0], "theirs": [20.0]}}, xs=[10],
+                      label="N")
+    times = benchmark.Results("split", label="N", xlabel="N", unit="us per call", logx=True,
+                              runs=[benchmark.Run(
+                                  gpu="Synthetic A100", slug="synthetic-a100", live=False,
+                                  provenance="", xs=[10, 20], unit="us per call",
+                                  series={"ours, host": [40.0, 41.0],
+                                          "theirs, host": [8.0, 9.0],
+                                          "ours, GPU alone": [3.0, 6.0],
+                                          "theirs, GPU alone": [4.0, 8.0]}, ceiling=None)])
+    found = benchmark.print_host_and_gpu(times, sweep, ["ours", "theirs"],
+                                         work=lambda n: n * 1e5)
+    assert found["Synthetic A100"][10]["ours"] == pytest.approx((40.0, 3.0, 20.0))
+    assert found["Synthetic A100"][10]["theirs"] == pytest.approx((8.0, 4.0, 50.0))
+    assert math.isnan(found["Synthetic A100"][20]["ours"][2])  # the sweep has no n = 20
+    clearing = benchmark.DO_BENCH_CLEARING_BYTES / 100.0 * 1e-3
+    assert capsys.readouterr().out.splitlines() == [
+        f"Synthetic A100, ours / theirs, us per call (do_bench's clearing writes 256 MiB: "
+        f"{clearing:.0f} us at the copy rate):",
+        "  N = 10 (1.0 MB, 10.0 us at the copy rate): host 40.0 / 8.0; GPU alone 3.0 / 4.0; "
+        "in the sweep 20.0 / 50.0",
+        "  N = 20 (2.0 MB, 20.0 us at the copy rate): host 41.0 / 9.0; GPU alone 6.0 / 8.0"]
+
+
+def test_new_readings_of_no_run_print_nothing(capsys):
+    empty = benchmark.Results("none", label="n", xlabel="n", unit="GB/s", logx=True, runs=[])
+    assert benchmark.print_step_gains(empty, ["a", "b"]) == {}
+    assert benchmark.print_memory_cap(empty, "a", lambda x: 1.0, {}, work=lambda x: 1.0) == {}
+    assert benchmark.print_host_and_gpu(empty, empty, ["a"], work=lambda x: 1.0) == {}
+    assert benchmark.print_at_ceilings(_Ceilings({"copy": {}}), {"bytes": (1.0, "copy")}) == {}
+    assert capsys.readouterr().out == ""
+
+
+# -- variants made from a page's function ---------------------------------------------
+
+
+def test_random_inputs_gives_fresh_tensors_of_each_shape_and_warms_once():
+    seen = []
+    prepare = benchmark.random_inputs(lambda a, b: seen.append((a, b)) or a.sum(),
+                                      lambda n: (3, n), lambda n: (n,), dtype=torch.float64,
+                                      warm=True)
+    call = prepare(5)
+    assert len(seen) == 1  # the warm-up call
+    a, b = seen[0]
+    assert a.shape == (3, 5) and b.shape == (5,) and a.dtype == b.dtype == torch.float64
+    assert call() == a.sum() and len(seen) == 2 and seen[1][0] is a  # the same inputs
+    prepare(5)
+    assert not torch.equal(seen[2][0], a)  # preparing again draws fresh inputs
+    calls = []
+    cold = benchmark.random_inputs(calls.append, lambda n: (n,))(4)
+    assert calls == []  # not warmed: nothing is called until the callable is
+    cold()
+    assert len(calls) == 1 and calls[0].shape == (4,) and calls[0].dtype == torch.float32
+
+
+def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timers(
+        monkeypatch):
+    from triton_guide.benchmark import variants
+
+    monkeypatch.setattr(variants, "host_us", lambda fn: fn() + 0.5)
+    monkeypatch.setattr(variants, "gpu_ms", lambda calls: len(calls) * 1e-3)
+    prepares = {"ours": lambda x: (lambda: x), "theirs": lambda x: (lambda: 2 * x)}
+    measures = benchmark.host_and_gpu_time(prepares, work=lambda x: 2**20)
+    assert list(measures) == ["ours, host", "theirs, host", "ours, GPU alone",
+                              "theirs, GPU alone"]
+    assert measures["theirs, host"](3)() == 6.5  # host_us of prepare(3)'s call
+    # gpu_ms over one call per cold copy, in microseconds
+    assert measures["ours, GPU alone"](3)() == pytest.approx(
+        benchmark.copies_for_cold_cache(2**20))

@@ -18,15 +18,14 @@ You will learn:
 """
 
 # %%
-import functools
 import math
 
 import torch
 import triton
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
-from triton_guide.benchmark import (DO_BENCH_CLEARING_BYTES, Benchmark, copies_for_cold_cache,
-                                    gb_per_s, gpu_ms, host_us, us_per_call)
+from triton_guide.benchmark import (Benchmark, gb_per_s, host_and_gpu_time, print_host_and_gpu,
+                                    print_ratios, random_inputs)
 from triton_guide.hardware import num_warps_for  # how the launchers pick num_warps
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
@@ -217,161 +216,81 @@ print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
 # %%
 # Performance
 # -----------
-# 4096 rows of float32, row length from 128 to 32768. GB/s counts the bytes a perfect
-# kernel must move (read once, write once) for every variant, so the naive version's extra
-# trips show up as a lower rate. The ceiling is a plain device-to-device copy, measured
-# in the same run: read once, write once, no arithmetic.
+# 4096 rows of float32, row length from 128 to 32768, fresh random rows for every variant.
+# GB/s counts the bytes a perfect kernel must move (read once, write once) for every
+# variant, so the naive version's extra trips show up as a lower rate. The ceiling is a
+# plain device-to-device copy, measured in the same run: read once, write once, no
+# arithmetic.
 #
 # How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 lengths = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 
 
-def variant(fn):
-    def prepare(n):
-        data = torch.randn(4096, n, device=device)
-        return lambda: fn(data)
-    return prepare
+def input_shape(n):  # 4096 rows of n
+    return (4096, n)
 
 
 def work(n):  # the bytes a perfect kernel moves on 4096 rows of n
     return 2 * 4096 * n * 4
 
 
-results = bench.sweep("softmax", lengths, {
-    "fused (one pass)": variant(lambda t: softmax(t, method="one_pass")),
-    "online": variant(lambda t: softmax(t, method="online")),
-    "naive (torch ops)": variant(softmax_naive),
-    "torch.softmax": variant(lambda t: torch.softmax(t, dim=-1)),
-}, lambda n, ms: gb_per_s(work(n), ms), label="N", unit="GB/s", ceiling="copy",
-    xlabel="row length (4096 rows, float32)")
+variants = {
+    "fused (one pass)": random_inputs(lambda t: softmax(t, method="one_pass"), input_shape),
+    "online": random_inputs(lambda t: softmax(t, method="online"), input_shape),
+    "naive (torch ops)": random_inputs(softmax_naive, input_shape),
+    "torch.softmax": random_inputs(lambda t: torch.softmax(t, dim=-1), input_shape),
+}
+results = bench.sweep("softmax", lengths, variants, lambda n, ms: gb_per_s(work(n), ms),
+                      label="N", unit="GB/s", ceiling="copy",
+                      xlabel="row length (4096 rows, float32)")
 results.plot()
 results.summary(ratios=[("fused (one pass)", "torch.softmax")])
 results.compare("fused (one pass)", "torch.softmax", work=work)
 
 # %%
-# Against the naive version, by row length, beside the ratio of their traffic; and the
-# range against ``torch.softmax`` over wide rows:
-
-for run in results:
-    fused = run["fused (one pass)"]
-    vs_naive = [ours / theirs for ours, theirs in zip(fused, run["naive (torch ops)"])]
-    traffic = [naive_elements(4096, n) / fused_elements(4096, n) for n in run.xs]
-    short = [str(n) for n, r, t in zip(run.xs, vs_naive, traffic) if r < t]
-    print(f"{run.gpu}, fused / naive by row length: "
-          + ", ".join(f"{n} {ratio:.2f}" for n, ratio in zip(run.xs, vs_naive))
-          + f"; traffic ratio {' or '.join(sorted({f'{t:.1f}' for t in traffic}))}; "
-          f"below it at: {', '.join(short) or 'none'}")
-    wide = [i for i, n in enumerate(run.xs) if n >= 4096]
-    if wide:
-        ratios = [fused[i] / run["torch.softmax"][i] for i in wide]
-        print(f"{run.gpu}, rows {run.xs[wide[0]]} to {run.xs[wide[-1]]} wide: fused "
-              f"{min(ratios):.2f}x to {max(ratios):.2f}x torch.softmax")
-
-# %%
-# One call on the shortest rows, against the time the copy ceiling needs for its bytes:
-
-for run in results:
-    shortest = run.xs.index(min(run.xs))
-    nbytes = work(run.xs[shortest])
-    copy_us = us_per_call(nbytes, run.ceiling.value) if run.ceiling else None
-    times = []
-    for name in ("fused (one pass)", "torch.softmax"):
-        us = us_per_call(nbytes, run[name][shortest])
-        multiple = f" ({us / copy_us:.1f}x that)" if copy_us else ""
-        times.append(f"{name} {us:.1f} us{multiple}")
-    at_copy = f"at the copy ceiling {copy_us:.1f} us; " if copy_us else ""
-    print(f"{run.gpu}, 4096 x {run.xs[shortest]} ({nbytes / 1e6:.1f} MB per call): "
-          f"{at_copy}{', '.join(times)}")
-
-# %%
 # Do not read too much into the ratio at the largest size alone: ``torch.softmax``'s
 # curve is jagged, with dips at some row lengths (see the table), so the ratio at any one
-# length can flatter either side. The range over rows 4096 wide and more, printed above,
-# is the fairer comparison. The line "at smaller N" gives the range of fused /
+# length can flatter either side. The line "at smaller N" gives the range of fused /
 # ``torch.softmax`` at the other lengths, naming where it is lowest and highest; below
 # 1.00x, ``torch.softmax`` was the faster there. Read the left of the plot with care: a
 # call on short rows takes a few microseconds of GPU time, and what the sweep times there
-# is mostly the host's Python and the launch, not the kernel. The next section, "The
-# host's share", times the two apart.
+# is mostly the host's Python and the launch, not the kernel. The section "The host's
+# share", below, times the two apart.
 #
-# Against the naive version, counting trips gives a rough estimate of the gap, not a bound.
-# The line "fused / naive by row length" sets the measured gap beside the traffic ratio at
-# every length and names the lengths where it falls short. On long rows the gap is wider
-# than the count: PyTorch's separate reductions and elementwise kernels do not each run at
-# copy speed. On short rows, where bytes are not what a call costs (next section), it
-# can be narrower.
+# Against the naive version, by row length, beside the ratio of their traffic counted
+# above, with the lengths where the measured gap falls short of it:
+
+print_ratios(results, "fused (one pass)", "naive (torch ops)", beside=traffic_ratio)
+
+# %%
+# Counting trips gives a rough estimate of the gap, not a bound. On long rows the gap is
+# wider than the count: PyTorch's separate reductions and elementwise kernels do not each
+# run at copy speed. On short rows, where bytes are not what a call costs (next section),
+# it can be narrower.
 #
 # The host's share
 # ----------------
 # A call on 128-wide rows moves a few megabytes, which the copy ceiling would move in the
-# time printed on the last line for each GPU; both softmaxes take longer, by the multiples
-# printed beside their times. Every kernel pays fixed costs whatever its size: the
-# launch, and filling the GPU with programs, which run in waves of as many as fit at
-# once, the last wave leaving much of the GPU idle while it finishes. And before the
-# kernel, the host (the CPU, running Python) makes the call: ``softmax`` checks its
-# argument, picks the block and the rows per program, allocates the output and launches,
-# all in Python; ``torch.softmax`` does the same in C++. A launch is asynchronous: the
-# host queues the kernel and returns, and if it takes longer per call than the kernel
-# runs, the GPU waits for it.
+# time printed beside that length below; both softmaxes take longer, even on the GPU
+# alone. Every kernel pays fixed costs whatever its size: the launch, and filling the GPU
+# with programs, which run in waves of as many as fit at once, the last wave leaving much
+# of the GPU idle while it finishes. And before the kernel, the host (the CPU, running
+# Python) makes the call: ``softmax`` checks its argument, picks the block and the rows
+# per program, allocates the output and launches, all in Python; ``torch.softmax`` does
+# the same in C++. A launch is asynchronous: the host queues the kernel and returns, and
+# if it takes longer per call than the kernel runs, the GPU waits for it.
 #
-# Below, for three row lengths: each one's host time per call (200 calls back to back,
-# which return as soon as their kernels are queued; ``host_us``), its GPU time with the
-# host left out (calls on many copies of the input, replayed from a CUDA graph;
-# ``gpu_ms``), and the time per call of the sweep above.
+# Below, for three row lengths, both softmaxes: the host's time per call (200 calls back
+# to back, which return as soon as their kernels are queued; ``host_time``), the GPU's
+# time with the host left out (calls on many copies of the input, replayed from a CUDA
+# graph; ``gpu_time``), and the time per call of the sweep above.
 
-host_lengths = [128, 1024, 8192]
-
-
-def fused_call(t):
-    return softmax(t, method="one_pass")
-
-
-def torch_call(t):
-    return torch.softmax(t, dim=-1)
-
-
-def host_time(fn):
-    def prepare(n):
-        data = torch.randn(4096, n, device=device)
-        return functools.partial(host_us, functools.partial(fn, data))
-    return prepare
-
-
-def gpu_time(fn):
-    def prepare(n):
-        copies = [torch.randn(4096, n, device=device)
-                  for _ in range(copies_for_cold_cache(2 * 4096 * n * 4))]
-        return lambda: gpu_ms([functools.partial(fn, data) for data in copies]) * 1e3
-    return prepare
-
-
-# %%
-# Both times for both softmaxes, beside the sweep's time per call at the same length:
-
-times = bench.measure("softmax, host and GPU time per call", host_lengths, {
-    "fused (one pass), host": host_time(fused_call),
-    "torch.softmax, host": host_time(torch_call),
-    "fused (one pass), GPU alone": gpu_time(fused_call),
-    "torch.softmax, GPU alone": gpu_time(torch_call),
-}, label="N", unit="us per call", xlabel="row length (4096 rows, float32)")
-for run in times:
-    timed = next((r for r in results if r.slug == run.slug), None)
-    if timed is not None and timed.ceiling:
-        clearing = us_per_call(DO_BENCH_CLEARING_BYTES, timed.ceiling.value)
-        print(f"{run.gpu}: do_bench's clearing writes 256 MiB, about {clearing:.0f} us "
-              "at the copy rate")
-    for i, n in enumerate(run.xs):
-        line = (f"{run.gpu}, N = {n}, fused / torch.softmax: host "
-                f"{run['fused (one pass), host'][i]:.1f} / {run['torch.softmax, host'][i]:.1f}"
-                f" us; GPU alone {run['fused (one pass), GPU alone'][i]:.1f} / "
-                f"{run['torch.softmax, GPU alone'][i]:.1f} us")
-        if timed is not None and n in timed.xs:
-            j = timed.xs.index(n)
-            line += "; in the sweep {:.1f} / {:.1f} us".format(
-                *(us_per_call(2 * 4096 * n * 4, timed[name][j])
-                  for name in ("fused (one pass)", "torch.softmax")))
-        print(line)
+pair = ["fused (one pass)", "torch.softmax"]
+times = bench.measure("softmax, host and GPU time per call", [128, 1024, 8192],
+                      host_and_gpu_time({name: variants[name] for name in pair}, work),
+                      label="N", unit="us per call", xlabel="row length (4096 rows, float32)")
+print_host_and_gpu(times, results, pair, work)
 
 # %%
 # Read the three pairs in turn. The host pair is our launcher's Python against

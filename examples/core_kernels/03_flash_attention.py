@@ -31,7 +31,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention_steps import attention_online, attention_two_pass, step_blocks
-from triton_guide.benchmark import Benchmark, tflop_per_s
+from triton_guide.benchmark import (Benchmark, print_at_ceilings, print_memory_cap, print_ratios,
+                                    print_step_gains, random_inputs, tflop_per_s)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -62,13 +63,8 @@ print(f"  q, k, v and out, all heads:          {inputs_and_output / 1e9:6.2f} GB
 print(f"  one N x N score matrix, one head:    {scores_per_head / 1e9:6.2f} GB")
 print(f"  the score matrices of all {B * H} heads: {scores_all_heads / 1e9:6.2f} GB")
 print(f"  arithmetic: {flops / 1e12:.1f} TFLOP")
-gemm_roofs, copy_roofs = bench.ceilings("gemm_fp16"), bench.ceilings("copy")
-for gpu in sorted(gemm_roofs.keys() & copy_roofs.keys()):
-    gbps, tflops = copy_roofs[gpu].value, gemm_roofs[gpu].value
-    naive_ms = 4 * scores_all_heads / (gbps * 1e9) * 1e3
-    math_ms = flops / (tflops * 1e12) * 1e3
-    print(f"  {gpu} ({gbps:.0f} GB/s, {tflops:.0f} TFLOP/s): the naive traffic alone takes "
-          f"{naive_ms:.0f} ms, the math {math_ms:.0f} ms")
+print_at_ceilings(bench, {"the naive traffic alone": (4 * scores_all_heads, "copy"),
+                          "the math": (flops, "gemm_fp16")})
 
 # %%
 # A tempting mistake: softmax per tile
@@ -281,55 +277,43 @@ def sdpa_with(backend):
     return sdpa
 
 
-def prepared(fn):
-    def prepare(n):
-        q, k, v = (torch.randn(BATCH, HEADS, n, HEAD_DIM, device=device,
-                               dtype=torch.float16) for _ in range(3))
-        fn(q, k, v)  # compile and autotune outside the timed region
-        return lambda: fn(q, k, v)
-    return prepare
+def qkv(n):  # the shape of q, k and v
+    return (BATCH, HEADS, n, HEAD_DIM)
 
 
-def tflops(n, ms):
-    return tflop_per_s(4 * BATCH * HEADS * n * n * HEAD_DIM, ms)
+def attention_flops(n):
+    return 4 * BATCH * HEADS * n * n * HEAD_DIM
 
 
 ladder_steps = {"step 1 PyTorch": attention_reference, "step 2 two passes": attention_two_pass,
                 "step 3 one pass": attention_online, "step 4 production": attention,
                 "SDPA flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
                 "SDPA cuDNN": sdpa_with(SDPBackend.CUDNN_ATTENTION)}
-ladder = bench.sweep("steps ladder", [ladder_n],
-                     {name: prepared(fn) for name, fn in ladder_steps.items()}, tflops,
-                     label="N", unit="TFLOP/s", ceiling="gemm_fp16", xlabel="sequence length")
+# Fresh float16 q, k and v for each; one call before timing compiles and autotunes.
+variants = {name: random_inputs(fn, qkv, qkv, qkv, dtype=torch.float16, warm=True)
+            for name, fn in ladder_steps.items()}
+ladder = bench.sweep("steps ladder", [ladder_n], variants,
+                     lambda n, ms: tflop_per_s(attention_flops(n), ms), label="N",
+                     unit="TFLOP/s", ceiling="gemm_fp16", xlabel="sequence length")
 
 # %%
-# Each step over the one before; step 4 against both backends and the GEMM ceiling; and
-# step 3 against the most that memory alone allows. Step 3 reads through 64-row query
-# blocks on a GPU, so per head it reads K and V ``cdiv(N, 64)`` times, ``2 N d`` elements
-# each time, besides Q and the output once: had every read come from memory, the copy
-# ceiling would cap it at
+# Each step over the one before, and step 3 against the most that memory alone allows.
+# Step 3 reads through 64-row query blocks on a GPU, so per head it reads K and V
+# ``cdiv(N, 64)`` times, ``2 N d`` elements each time, besides Q and the output once: had
+# every read come from memory, the copy ceiling would cap it at
 
 STEP_BLOCK_M = 64  # step_blocks(torch.float16)["BLOCK_M"] on a GPU, checked there
 if not runtime.interpreting():
     assert step_blocks(torch.float16)["BLOCK_M"] == STEP_BLOCK_M
-every_read = BATCH * HEADS * 2 * ladder_n * HEAD_DIM * (
-    triton.cdiv(ladder_n, STEP_BLOCK_M) + 1) * 2  # bytes of float16
-steps = list(ladder_steps)[:4]
-for run in ladder:
-    rate = {name: run[name][0] for name in ladder_steps}
-    print(f"{run.gpu}, each step over the one before: " + ", ".join(
-        f"{b.split()[1]}/{a.split()[1]} {rate[b] / rate[a]:.2f}x" for a, b in zip(steps, steps[1:])))
-    print(f"  step 4 at {rate[steps[3]] / rate['SDPA flash']:.2f}x SDPA flash, "
-          f"{rate[steps[3]] / rate['SDPA cuDNN']:.2f}x SDPA cuDNN"
-          + (f", {rate[steps[3]] / run.ceiling.value:.0%} of the GEMM ceiling"
-             if run.ceiling else ""))
-    if run.gpu in copy_roofs:
-        gbps = copy_roofs[run.gpu].value
-        cap, step3 = tflops(ladder_n, every_read / (gbps * 1e9) * 1e3), rate[steps[2]]
-        print(f"  step 3: {every_read / 1e9:.1f} GB at {gbps:.0f} GB/s allow {cap:.0f} "
-              f"TFLOP/s, measured {step3:.0f}" + (
-                  f": at least {1 - cap / step3:.0%} of the reads came from L2"
-                  if step3 > cap else ", within what memory alone allows"))
+
+
+def step_3_bytes(n):  # K and V once per query block, Q and the output once, float16
+    return BATCH * HEADS * 2 * n * HEAD_DIM * (triton.cdiv(n, STEP_BLOCK_M) + 1) * 2
+
+
+print_step_gains(ladder, list(ladder_steps)[:4])
+print_memory_cap(ladder, "step 3 one pass", step_3_bytes, bench.ceilings("copy"),
+                 work=attention_flops)
 
 # %%
 # Step 2 to step 3 drops the first pass over the keys: a third of the matrix products and
@@ -349,16 +333,13 @@ for run in ladder:
 
 forward = bench.sweep(
     "attention forward, full, d=128", [1024, 2048, 4096, 8192, 16384],
-    {"triton_guide": prepared(attention), "SDPA flash": prepared(ladder_steps["SDPA flash"]),
-     "SDPA cuDNN": prepared(ladder_steps["SDPA cuDNN"])},
-    tflops, label="N", unit="TFLOP/s", ceiling="gemm_fp16",
-    xlabel="sequence length")
+    {"triton_guide": variants["step 4 production"], "SDPA flash": variants["SDPA flash"],
+     "SDPA cuDNN": variants["SDPA cuDNN"]},
+    lambda n, ms: tflop_per_s(attention_flops(n), ms), label="N", unit="TFLOP/s",
+    ceiling="gemm_fp16", xlabel="sequence length")
 forward.plot()
-for run in forward:
-    print(f"{run.gpu}, N = {run.xs[run.largest]}: ours at "
-          f"{run.ratio('triton_guide', 'SDPA flash'):.2f}x SDPA flash, "
-          f"{run.ratio('triton_guide', 'SDPA cuDNN'):.2f}x SDPA cuDNN, "
-          f"{run.fraction_of_ceiling('triton_guide'):.0%} of the GEMM ceiling")
+forward.compare("triton_guide", "SDPA cuDNN", work=attention_flops)
+print_ratios(forward, "triton_guide", "SDPA flash")
 
 # %%
 # Takeaways

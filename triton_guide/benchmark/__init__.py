@@ -1,12 +1,15 @@
 """Timing kernels on a GPU, recording the timings, and drawing them; shared by the example
 pages and ``benchmarks/report.py``. One module per job, every public name importable from
-here: :mod:`~triton_guide.benchmark.timing` (timers and rates),
+here: :mod:`~triton_guide.benchmark.timing` (timers and rates, a first call's wall time),
 :mod:`~triton_guide.benchmark.ceilings`, :mod:`~triton_guide.benchmark.figures` (layout),
 :mod:`~triton_guide.benchmark.roofline`, :mod:`~triton_guide.benchmark.tables`,
 :mod:`~triton_guide.benchmark.pictures` (which program owns which elements or tiles),
-:mod:`~triton_guide.benchmark.runs` (one
-benchmark's numbers per GPU), :mod:`~triton_guide.benchmark.readings` (one-line readings
-of them for a page's prose; peak memory and a first call's wall time) and :mod:`~triton_guide.benchmark.recording` (a page's
+:mod:`~triton_guide.benchmark.device` (each GPU's sizes),
+:mod:`~triton_guide.benchmark.runs` (one benchmark's numbers per GPU),
+:mod:`~triton_guide.benchmark.readings` (one-line readings of them for a page's prose),
+:mod:`~triton_guide.benchmark.variants` (sweep variants on random inputs or cold copies of
+them, a call's host and GPU time apart, its peak memory) and
+:mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
@@ -66,10 +69,10 @@ from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENG
                       mark_each_gpu)
 from .pictures import (draw_cells, draw_element_owners, draw_program_order, draw_tile_mask,
                        draw_tile_owners, element_owners, tile_owners)
-from .readings import (empty_triton_cache, first_call_ms, host_time, on_cold_copies,
-                       peak_memory, print_best_and_worst, print_call_floors, print_host_bound,
-                       print_in_units, print_ratio_range, print_ratios, print_ridge_points,
-                       print_share_of, print_share_range, print_where_time_follows_work)
+from .readings import (print_at_ceilings, print_best_and_worst, print_call_floors,
+                       print_host_and_gpu, print_host_bound, print_in_units, print_memory_cap,
+                       print_ratio_range, print_ratios, print_ridge_points, print_share_of,
+                       print_share_range, print_step_gains, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
 from .runs import Results, Run
@@ -77,7 +80,10 @@ from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
                      OUT_OF_LINE, WARMUP_S, calls_on, cold_matmul_inputs,
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
-                     median_ms, out_of_line, queued_ms, tflop_per_s, us_per_call)
+                     empty_triton_cache, first_call_ms, median_ms, out_of_line, queued_ms,
+                     tflop_per_s, us_per_call)
+from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
+                       random_inputs)
 
 __all__ = [
     # timing
@@ -100,6 +106,9 @@ __all__ = [
     # one-line readings for a page's prose, measurements that are not timings
     "print_share_of", "print_best_and_worst", "print_ratios", "print_in_units",
     "print_call_floors", "print_ratio_range", "print_host_bound", "print_where_time_follows_work",
-    "print_ridge_points", "print_share_range",
-    "peak_memory", "first_call_ms", "empty_triton_cache", "on_cold_copies", "host_time",
+    "print_ridge_points", "print_share_range", "print_step_gains", "print_memory_cap",
+    "print_at_ceilings", "print_host_and_gpu",
+    # variants made from a page's function, and measurements that are not rates
+    "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
+    "peak_memory", "first_call_ms", "empty_triton_cache",
 ]

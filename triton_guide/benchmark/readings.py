@@ -1,27 +1,20 @@
-"""One-line readings of a benchmark for a page's prose, one line per GPU, and the two
-measurements that are not timings of a kernel: the extra peak memory of a call, and the
-wall-clock time of a first call that compiles.
+"""One-line readings of a benchmark for a page's prose, one line per GPU.
 
 Each ``print_*`` function takes a :class:`~triton_guide.benchmark.Results` (live or
-recorded runs), prints what a page would otherwise spell out in a loop, and returns the
-numbers it printed, so that the page's prose can rest on them. With no run it prints
-nothing and returns an empty dict.
+recorded runs; :func:`print_at_ceilings` takes the page's
+:class:`~triton_guide.benchmark.Benchmark`, for its ceilings), prints what a page would
+otherwise spell out in a loop, and returns the numbers it printed, so that the page's prose
+can rest on them. With no run it prints nothing and returns an empty dict.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
-import os
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 
+from .runs import _US_PER_WORK_OVER_RATE
 from .tables import format_x
-
-GIB = 2**30
-
+from .timing import DO_BENCH_CLEARING_BYTES, out_of_line, us_per_call
 
 def print_share_of(results, reference: str, *, context: str = ""
                    ) -> dict[str, dict[str, float]]:
@@ -78,14 +71,19 @@ def print_best_and_worst(results, within: float = 0.05) -> dict[str, tuple]:
     return found
 
 
-def print_ratios(results, name: str, other: str) -> dict[str, list[float]]:
-    """Print, for each GPU, ``name`` over ``other`` at every x, in one line; return
-    ``{gpu: [ratio at each x]}``."""
+def print_ratios(results, name: str, other: str, *, beside: float | None = None
+                 ) -> dict[str, list[float]]:
+    """Print, for each GPU, ``name`` over ``other`` at every x, in one line; with
+    ``beside`` (a ratio worked out on paper, such as a ratio of bytes moved), also the x
+    where the measured ratio falls below it. Return ``{gpu: [ratio at each x]}``."""
     ratios = {}
     for run in results:
         ratios[run.gpu] = [a / b for a, b in zip(run[name], run[other])]
+        below = "" if beside is None else f"; below {beside:.1f} at: " + (", ".join(
+            format_x(x) for x, ratio in zip(run.xs, ratios[run.gpu]) if ratio < beside)
+            or "none")
         print(f"{run.gpu}, {name} / {other} by {results.label}: " + ", ".join(
-            f"{format_x(x)}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])))
+            f"{format_x(x)}: {ratio:.2f}" for x, ratio in zip(run.xs, ratios[run.gpu])) + below)
     return ratios
 
 
@@ -166,8 +164,6 @@ def print_where_time_follows_work(results, names: Sequence[str],
     x a call costs about the same whatever it does: fixed costs (the host's, the
     launches') set the time, and ratios there compare those, not the kernels. Return
     ``{gpu: {name: x, or None where the time never doubled}}``."""
-    from .timing import out_of_line
-
     found = {}
     for run in results:
         found[run.gpu], slow = {}, []
@@ -182,6 +178,112 @@ def print_where_time_follows_work(results, names: Sequence[str],
                           for name, x in found[run.gpu].items())
               + f"; left out, slower than at a larger {results.label}: "
               + (", ".join(slow) or "none"))
+    return found
+
+
+def print_step_gains(results, steps: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Print, for each GPU, what each of ``steps`` (variants in the order a page builds
+    them) bought at the largest x: its rate over the step before's (a step missing from a
+    recording is said to be missing, and the next is set over the one before it). Return
+    ``{gpu: {step: gain}}`` for each step after the first that has one."""
+    gains = {}
+    for run in results:
+        present = [step for step in steps if step in run.series]
+        gains[run.gpu] = {step: run.at_largest(step) / run.at_largest(before)
+                          for before, step in zip(present, present[1:])}
+        missing = [step for step in steps if step not in run.series]
+        print(f"{run.gpu}, {results.label} = {run.xs[run.largest]:,}, each step over the "
+              "one before: " + ", ".join(f"{step} {gain:.2f}x"
+                                         for step, gain in gains[run.gpu].items())
+              + "".join(f"; {step} not in this recording" for step in missing))
+    return gains
+
+
+def print_memory_cap(results, name: str, bytes_read: Callable[[object], float],
+                     copy: dict, work: Callable[[object], float]) -> dict[str, tuple]:
+    """Print, for each GPU with a copy ceiling in ``copy`` (``{gpu: Ceiling}``, from
+    :meth:`~triton_guide.benchmark.Benchmark.ceilings`), the most ``name``'s rate at the
+    largest x could be if all of its ``bytes_read(x)`` bytes came from memory at the copy
+    rate, against the rate measured (``work(x)``, one call's bytes or FLOPs, turns a rate
+    into time). Where the measured rate is above that cap, memory could have delivered only
+    ``cap / measured`` of the bytes in the time: at least the rest came from the L2 cache.
+    Return ``{gpu: (cap, measured)}``."""
+    found = {}
+    for run in results:
+        if run.gpu not in copy or name not in run.series:
+            continue
+        x = run.xs[run.largest]
+        measured, nbytes, gbps = run.at_largest(name), bytes_read(x), copy[run.gpu].value
+        cap = measured * run.us_per_call(name, work)[run.largest] / (nbytes / gbps * 1e-3)
+        found[run.gpu] = (cap, measured)
+        print(f"{run.gpu}, {name} at {results.label} = {x:,}: {nbytes / 1e9:.1f} GB at "
+              f"{gbps:,.0f} GB/s allow {cap:,.0f} {results.unit}, measured {measured:,.0f}"
+              + (f": at least {1 - cap / measured:.0%} of the reads came from L2"
+                 if measured > cap else ", within what memory alone allows"))
+    return found
+
+
+def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
+                      ) -> dict[str, dict[str, float]]:
+    """Print, for each GPU that has every ceiling ``amounts`` names (live or recorded:
+    :meth:`~triton_guide.benchmark.Benchmark.ceilings`), how long each amount of work
+    takes at its ceiling. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``,
+    e.g. ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
+    ``{gpu: {label: milliseconds}}``."""
+    kinds = list(dict.fromkeys(kind for _, kind in amounts.values()))
+    roofs = {kind: bench.ceilings(kind) for kind in kinds}
+    found = {}
+    for gpu in sorted(set.intersection(*(set(roofs[kind]) for kind in kinds))):
+        found[gpu] = {label: amount / roofs[kind][gpu].value
+                      * _US_PER_WORK_OVER_RATE[roofs[kind][gpu].unit] * 1e-3
+                      for label, (amount, kind) in amounts.items()}
+        print(f"{gpu} (" + ", ".join(f"{roofs[kind][gpu].value:,.0f} {roofs[kind][gpu].unit}"
+                                     for kind in kinds) + "): " + ", ".join(
+            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items()))
+    return found
+
+
+# How :func:`~triton_guide.benchmark.host_and_gpu_time` names the two variants it makes
+# of a name, and :func:`print_host_and_gpu` reads them: "<name>, host", "<name>, GPU alone".
+HOST, GPU_ALONE = "host", "GPU alone"
+
+
+def print_host_and_gpu(times, sweep, names: Sequence[str], work: Callable[[object], float]
+                       ) -> dict[str, dict]:
+    """Print, for each GPU of ``times`` (a :meth:`~triton_guide.benchmark.Benchmark.measure`
+    of :func:`~triton_guide.benchmark.host_and_gpu_time` variants, in microseconds per
+    call) and each of its x, the host's time per call of each of ``names``, their GPU time
+    alone and, where ``sweep`` has that GPU and x, their time per call there (worked back
+    from its rates and ``work(x)``, one call's bytes or FLOPs). Where the sweep's ceiling
+    is a copy rate, each GPU's first line also says how long ``do_bench``'s clearing of
+    the L2 cache takes at that rate (a host time shorter than that hides behind it in a
+    sweep), and each x how long its bytes take at that rate. Return
+    ``{gpu: {x: {name: (host, GPU alone, in the sweep or nan)}}}``."""
+    found = {}
+    for run in times:
+        timed = next((r for r in sweep if r.slug == run.slug), None)
+        copy = (timed.ceiling.value if timed is not None and timed.ceiling is not None
+                and timed.ceiling.unit == "GB/s" else None)
+        head = f"{run.gpu}, {' / '.join(names)}, us per call"
+        if copy is not None:
+            head += (f" (do_bench's clearing writes {DO_BENCH_CLEARING_BYTES / 2**20:.0f} MiB: "
+                     f"{us_per_call(DO_BENCH_CLEARING_BYTES, copy):.0f} us at the copy rate)")
+        lines, found[run.gpu] = [head + ":"], {}
+        for i, x in enumerate(run.xs):
+            in_sweep = (timed is not None and x in timed.xs
+                        and all(name in timed.series for name in names))
+            found[run.gpu][x] = {name: (
+                run[f"{name}, {HOST}"][i], run[f"{name}, {GPU_ALONE}"][i],
+                timed.us_per_call(name, work)[timed.xs.index(x)] if in_sweep else math.nan)
+                for name in names}
+            columns = (HOST, GPU_ALONE, "in the sweep")[:3 if in_sweep else 2]
+            at_copy = ("" if copy is None else
+                       f" ({work(x) / 1e6:.1f} MB, {us_per_call(work(x), copy):.1f} us at "
+                       "the copy rate)")
+            lines.append(f"  {times.label} = {x:,}{at_copy}: " + "; ".join(
+                f"{column} " + " / ".join(f"{found[run.gpu][x][name][k]:.1f}" for name in names)
+                for k, column in enumerate(columns)))
+        print("\n".join(lines))
     return found
 
 
@@ -235,79 +337,3 @@ def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, s
         print(f"{run.gpu}, {ours[0]}:\n  " + "\n  ".join(
             lines or ["no GPU-time recording of this GPU to set beside"]))
     return found
-
-
-# -- measurements that are not timings -------------------------------------------------
-
-
-def peak_memory(prepare: Callable[[object], Callable[[], object]]
-                ) -> Callable[[object], Callable[[], float]]:
-    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
-    given x, a callable that runs ``prepare(x)``'s call once and returns the peak memory
-    it allocated on the GPU beyond what was allocated before it, in GiB (what the call
-    returns is freed at once; the peak has counted it)."""
-    def measure_at(x):
-        call = prepare(x)
-
-        def measure() -> float:
-            import torch
-
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = torch.cuda.memory_allocated()
-            call()
-            torch.cuda.synchronize()
-            return (torch.cuda.max_memory_allocated() - before) / GIB
-        return measure
-    return measure_at
-
-
-def host_time(prepare: Callable[[object], Callable[[], object]]
-              ) -> Callable[[object], Callable[[], float]]:
-    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
-    given x, a callable that returns the host's time per call of ``prepare(x)``'s call in
-    microseconds (:func:`~triton_guide.benchmark.host_us`: many calls back to back, which
-    return once their kernels are queued)."""
-    from . import timing
-
-    return lambda x: functools.partial(timing.host_us, prepare(x))
-
-
-@contextlib.contextmanager
-def empty_triton_cache():
-    """Point Triton's on-disk cache of compiled kernels at a new, empty folder for the
-    duration, so that a first call compiles for real; the previous setting comes back."""
-    previous = os.environ.get("TRITON_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="triton-guide-") as directory:
-        os.environ["TRITON_CACHE_DIR"] = directory
-        try:
-            yield directory
-        finally:
-            if previous is None:
-                del os.environ["TRITON_CACHE_DIR"]
-            else:
-                os.environ["TRITON_CACHE_DIR"] = previous
-
-
-def first_call_ms(fn: Callable[[], object]) -> float:
-    """Wall-clock milliseconds of one call of ``fn`` on the GPU with an empty Triton cache,
-    from Python until its kernels have finished: compilation (and autotuning) included."""
-    import torch
-
-    with empty_triton_cache():
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) * 1e3
-
-
-def on_cold_copies(prepare: Callable[[object], Callable[[], object]],
-                   work: Callable[[object], float]) -> Callable[[object], list]:
-    """A ``gpu_time=True`` sweep variant made from a host-timed one: given x, ``prepare(x)``
-    called as many times as it takes for the calls' inputs, ``work(x)`` bytes each, to
-    overrun the L2 cache together (:func:`~triton_guide.benchmark.copies_for_cold_cache`),
-    so that each call of the replayed list starts with its inputs in HBM."""
-    from .timing import copies_for_cold_cache
-
-    return lambda x: [prepare(x) for _ in range(copies_for_cold_cache(work(x)))]

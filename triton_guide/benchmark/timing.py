@@ -5,7 +5,10 @@ refuses to time under the interpreter, where a kernel's run time measures numpy.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -224,3 +227,31 @@ def out_of_line(times: Sequence[float], factor: float = OUT_OF_LINE) -> list[int
     return [i for i, time_ in enumerate(times)
             if any(time_ > factor * later for later in times[i + 1:])]
 
+
+@contextlib.contextmanager
+def empty_triton_cache():
+    """Point Triton's on-disk cache of compiled kernels at a new, empty folder for the
+    duration, so that a first call compiles for real; the previous setting comes back."""
+    previous = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="triton-guide-") as directory:
+        os.environ["TRITON_CACHE_DIR"] = directory
+        try:
+            yield directory
+        finally:
+            if previous is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = previous
+
+
+def first_call_ms(fn: Callable[[], object]) -> float:
+    """Wall-clock milliseconds of one call of ``fn`` on the GPU with an empty Triton cache,
+    from Python until its kernels have finished: compilation (and autotuning) included."""
+    import torch
+
+    with empty_triton_cache():
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) * 1e3

@@ -1,0 +1,105 @@
+"""Variants for :meth:`~triton_guide.benchmark.Benchmark.sweep` and
+:meth:`~triton_guide.benchmark.Benchmark.measure` made from a page's function: a call on
+fresh random inputs (:func:`random_inputs`), the host's and the GPU's time of such a
+call apart (:func:`host_and_gpu_time`, which
+:func:`~triton_guide.benchmark.print_host_and_gpu` reads back), calls on enough copies of
+the inputs to overrun the L2 cache (:func:`on_cold_copies`), and the extra peak memory of
+a call (:func:`peak_memory`).
+
+A sweep variant is a function that, given x, prepares inputs and returns the callable to
+time; a measure variant, given x, returns a callable that measures once and returns the
+value. Nothing here times anything under the interpreter: the timers refuse
+(:data:`~triton_guide.benchmark.NO_TIMINGS`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from ..runtime import device
+from .readings import GPU_ALONE, HOST
+from .timing import copies_for_cold_cache, gpu_ms, host_us
+
+GIB = 2**30
+
+
+def random_inputs(fn: Callable[..., object], *shapes: Callable[[object], tuple], dtype=None,
+                  warm: bool = False) -> Callable[[object], Callable[[], object]]:
+    """A sweep variant: given x, one standard-normal tensor of shape ``shape(x)`` for each
+    of ``shapes``, of ``dtype`` (float32 unless given) on the device kernels run on
+    (:func:`~triton_guide.runtime.device`), and the callable ``lambda: fn(*tensors)``.
+    ``warm`` calls it once first, so that compiling and autotuning happen before any
+    timing starts."""
+    def prepare(x):
+        import torch
+
+        tensors = [torch.randn(shape(x), device=device(), dtype=dtype or torch.float32)
+                   for shape in shapes]
+        if warm:
+            fn(*tensors)
+        return lambda: fn(*tensors)
+    return prepare
+
+
+def host_time(prepare: Callable[[object], Callable[[], object]]
+              ) -> Callable[[object], Callable[[], float]]:
+    """A measure variant in microseconds per call: given x, the host's time per call of
+    ``prepare(x)``'s callable (:func:`~triton_guide.benchmark.host_us`: back-to-back calls,
+    each returning once its kernels are queued)."""
+    return lambda x: functools.partial(host_us, prepare(x))
+
+
+def gpu_time(prepare: Callable[[object], Callable[[], object]],
+             work: Callable[[object], float]) -> Callable[[object], Callable[[], float]]:
+    """A measure variant in microseconds per call: given x, the GPU's time of one call with
+    the host left out (:func:`~triton_guide.benchmark.gpu_ms`, calls replayed from a CUDA
+    graph), over calls on as many fresh inputs from ``prepare`` as it takes for them,
+    ``work(x)`` bytes each, to overrun the L2 cache together
+    (:func:`~triton_guide.benchmark.on_cold_copies`)."""
+    def measure_at(x):
+        calls = on_cold_copies(prepare, work)(x)
+        return lambda: gpu_ms(calls) * 1e3
+    return measure_at
+
+
+def host_and_gpu_time(prepares: dict[str, Callable[[object], Callable[[], object]]],
+                      work: Callable[[object], float]) -> dict:
+    """Measure variants, in microseconds per call, that take the two parts of a call
+    apart for each name of ``prepares`` (sweep variants): ``"<name>, host"``
+    (:func:`host_time`) for every name, then ``"<name>, GPU alone"`` (:func:`gpu_time`,
+    ``work(x)`` being one call's bytes)."""
+    return {**{f"{name}, {HOST}": host_time(prepare) for name, prepare in prepares.items()},
+            **{f"{name}, {GPU_ALONE}": gpu_time(prepare, work)
+               for name, prepare in prepares.items()}}
+
+
+def on_cold_copies(prepare: Callable[[object], Callable[[], object]],
+                   work: Callable[[object], float]) -> Callable[[object], list]:
+    """A ``gpu_time=True`` sweep variant made from a host-timed one: given x, ``prepare(x)``
+    called as many times as it takes for the calls' inputs, ``work(x)`` bytes each, to
+    overrun the L2 cache together (:func:`~triton_guide.benchmark.copies_for_cold_cache`),
+    so that each call of the replayed list starts with its inputs in HBM."""
+    return lambda x: [prepare(x) for _ in range(copies_for_cold_cache(work(x)))]
+
+
+def peak_memory(prepare: Callable[[object], Callable[[], object]]
+                ) -> Callable[[object], Callable[[], float]]:
+    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
+    given x, a callable that runs ``prepare(x)``'s call once and returns the peak memory
+    it allocated on the GPU beyond what was allocated before it, in GiB (what the call
+    returns is freed at once; the peak has counted it)."""
+    def measure_at(x):
+        call = prepare(x)
+
+        def measure() -> float:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            call()
+            torch.cuda.synchronize()
+            return (torch.cuda.max_memory_allocated() - before) / GIB
+        return measure
+    return measure_at
