@@ -302,8 +302,7 @@ print_host_and_gpu(times, results, pair, work)
 # clearing still runs. A host time shorter than the clearing is hidden, but only as long
 # as every call's host time is; where it comes within reach of the clearing, some calls
 # show part of it, and how much changes from one recording to the next (the sweep keeps
-# the median of three rounds; two H100 recordings once came out a factor
-# of three apart at 128-wide rows). So on short rows the sweep's ratio to
+# the median of three rounds for that reason). So on short rows the sweep's ratio to
 # ``torch.softmax`` measures our Python as much as our kernel. A program that calls
 # ``softmax`` on small tensors in a loop does wait on that Python, and only fewer
 # Python steps per call, or a CUDA graph (which replays the launches without running
