@@ -372,7 +372,8 @@ def test_marks_are_one_dashed_line_per_gpu_with_an_x(page, store_dir):
 
 
 @needs_interpreter
-def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys):
+def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys,
+                                                        monkeypatch):
     directory = tmp_path / "sizes"
     for gpu_name, l2 in (("NVIDIA Synthetic A100", 40.0), ("NVIDIA Synthetic B200", 126.0)):
         record = synthetic_record(page, gpu_name)
@@ -383,12 +384,17 @@ def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys)
             "series": [{"label": "size", "unit": "unit in its name", "x": names,
                         "values": [108.0, l2, 80.0]}]})
         store.save(record, directory)
+    current = store.kernel_source(PAGE_SOURCE)  # every recording stale: sizes never are
+    changed = {"modules": {m: "0" * 64 for m in current["modules"]}, "sha256": "0" * 64}
+    monkeypatch.setattr(store, "kernel_source", lambda source: changed)
     sizes = benchmark.measure_device_sizes(Benchmark(page, results_dir=directory))
     assert {gpu: size["L2 cache (MiB)"] for gpu, size in sizes.items()} == {
         "Synthetic A100": 40.0, "Synthetic B200": 126.0}
     assert math.isnan(sizes["Synthetic A100"]["shared memory per SM (KiB)"])
+    printed = capsys.readouterr().out
     assert ("Synthetic B200: 108 SMs, L2 126 MiB, shared memory nan KiB per SM, HBM 80 GiB"
-            in capsys.readouterr().out.splitlines())
+            in printed.splitlines())
+    assert store.STALE not in printed and "kernel changed since" not in printed
 
 
 def test_lines_within_three_percent_everywhere_coincide():

@@ -31,7 +31,7 @@ def measure_device_sizes(bench) -> dict[str, dict[str, float]]:
     (nan for a size its recording lacks)."""
     results = bench.measure("device sizes", list(DEVICE_SIZES),
                             {"size": lambda name: _read(name)},
-                            label="property", unit="unit in its name")
+                            label="property", unit="unit in its name", of_kernels=False)
     sizes = {}
     for run in results:
         recorded = dict(zip(run.xs, run["size"]))

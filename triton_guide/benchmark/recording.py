@@ -205,22 +205,24 @@ class Benchmark:
         unit: str,
         xlabel: str | None = None,
         logx: bool = True,
+        of_kernels: bool = True,
     ) -> Results:
         """Like :meth:`sweep`, for a GPU quantity that is not a rate under a roof: peak
         memory, or a wall-clock time that ``do_bench`` cannot take (a first call that
         compiles). Each variant, given x, returns a callable that makes one measurement on
         the GPU and returns it in ``unit``; it is called once. Recorded and recalled like a
-        sweep; there is no ceiling.
+        sweep; there is no ceiling. ``of_kernels=False`` for a quantity that no kernel of
+        the package changes (the GPU's own sizes): a recording of it is never stale.
         """
 
         def value(x, prepare):
             return float(prepare(x)())
 
         return self._collect(title, xs, variants, value, label=label, unit=unit,
-                             ceiling=None, xlabel=xlabel, logx=logx)
+                             ceiling=None, xlabel=xlabel, logx=logx, of_kernels=of_kernels)
 
     def _collect(self, title, xs, variants, value, *, label, unit, ceiling, xlabel,
-                 logx, rounds=1) -> Results:
+                 logx, rounds=1, of_kernels=True) -> Results:
         if title in self._titles:
             raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
                              "needs its own title, which names it in the store")
@@ -231,7 +233,7 @@ class Benchmark:
         if self.live:
             runs.append(self._measure(title, xs, variants, value, label, unit, ceiling,
                                       xlabel, logx, rounds))
-        recalled = [self._recalled(record, title, xs, variants, ceiling)
+        recalled = [self._recalled(record, title, xs, variants, ceiling, of_kernels)
                     for record in self.recordings]
         runs += [run for run in recalled if run is not None]
         if runs:  # one table: a group of columns per GPU, the live one first
@@ -277,7 +279,7 @@ class Benchmark:
         print(f"recorded to {self._relative(path)}", flush=True)
 
     def _recalled(self, record: dict, title: str, xs: list, variants: dict,
-                  ceiling: str | None) -> Run | None:
+                  ceiling: str | None, of_kernels: bool = True) -> Run | None:
         name = store.short_gpu_name(record["gpu"]["name"])
         entry = store.find_benchmark(record, title)
         if entry is None:
@@ -306,25 +308,29 @@ class Benchmark:
                       dirty=record.get("dirty"), gpu=record["gpu"],
                       software=record["software"]),
                   xs=entry["x"], series=series,
-                  unit=entry["unit"], ceiling=roof, stale=record.get("stale"), notes=notes)
+                  unit=entry["unit"], ceiling=roof, stale=record.get("stale") if of_kernels else None, notes=notes)
         ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
                         if roof is not None else "" if ceiling is None
                         else "; no ceiling recorded")
-        print(f"{title}: recorded on {_recorded_on(record)}{ceiling_text}")
+        print(f"{title}: recorded on {_recorded_on(record, stale=bool(run.stale))}"
+              f"{ceiling_text}")
         # Which files changed since a stale recording is said once per GPU on a page: the
         # line above and the stamp flag it again at every benchmark.
         said = run.stale is None or record["gpu"]["slug"] in self._stale_said
-        self._stale_said.add(record["gpu"]["slug"])
+        if run.stale:
+            self._stale_said.add(record["gpu"]["slug"])
         for warning in ([] if said else [run.stale]) + notes:
             print(f"  NOTE: {warning}")
         return run
 
 
-def _recorded_on(record: dict) -> str:
-    """``H100 80GB HBM3 (2026-05-01, commit 1a2b3c4)``, flagged when the kernel changed."""
+def _recorded_on(record: dict, stale: bool | None = None) -> str:
+    """``H100 80GB HBM3 (2026-05-01, commit 1a2b3c4)``, flagged when the kernel changed
+    (``stale``: whether to flag it, by default whether the record is stale)."""
     synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
     commit = (record.get("commit") or "unknown")[:7]
-    stale = "; kernel changed since" if record.get("stale") else ""
+    flagged = record.get("stale") if stale is None else stale
+    stale = "; kernel changed since" if flagged else ""
     return (f"{synthetic}{store.short_gpu_name(record['gpu']['name'])} "
             f"({record['date'][:10]}, commit {commit}{stale})")
 

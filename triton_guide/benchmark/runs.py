@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .ceilings import Ceiling
 from .figures import OVERLAID_VARIANTS, draw
 from .tables import format_x, print_summary
-from .timing import out_of_line
+from .timing import OUT_OF_LINE, out_of_line
 
 # Microseconds per call from work over rate: bytes / (GB/s), FLOPs / (TFLOP/s).
 _US_PER_WORK_OVER_RATE = {"GB/s": 1e-3, "TFLOP/s": 1e-6}
@@ -135,8 +135,8 @@ class Results:
                 micros = run.us_per_call(variant, work)
                 for i in run.slow_readings(variant, work):
                     print(f"  left out, a slow reading: {variant} at {x_of(i)}, "
-                          f"{micros[i]:.1f} us per call, longer than at a larger "
-                          f"{self.label}")
+                          f"{micros[i]:.1f} us per call, over {OUT_OF_LINE:g}x a call at "
+                          f"a larger {self.label} (more work cannot take that much less)")
                     slow.add(i)
             ratios = {i: run[name][i] / run[other][i] for i in range(len(run.xs))
                       if i != largest and i not in slow}
