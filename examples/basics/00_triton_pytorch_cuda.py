@@ -75,8 +75,10 @@ device = runtime.device()
 # ``torch.utils.cpp_extension.load_inline``) and bound to Python. Counting the units of
 # work each level launches for the same vector: a Triton program is not a thread. As the
 # :ref:`vector-add page <sphx_glr_auto_examples_basics_01_vector_add.py>` explains, each
-# program runs as one CUDA thread block of ``num_warps`` x 32 threads, and each of those threads
-# handles several lanes of the program's block.
+# program runs as one CUDA thread block of ``num_warps`` warps (a warp is a group of 32
+# threads that execute together), and each thread handles several *lanes*, element
+# positions, of the program's block. ``vector_add`` launches with ``BLOCK_SIZE = 1024``
+# elements per program, the 1024 below.
 
 n = runtime.pick(interpreter=98_765, gpu=98_765_431)
 x = torch.randn(n, device=device)
@@ -100,9 +102,9 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
 #   GPUs' below): every tensor starts and ends here.
 # * **L2 cache**, shared by the whole chip (tens of megabytes): recently touched data.
 # * **Shared memory / L1**, one per streaming multiprocessor (SM): one on-chip memory
-#   split between the L1 cache and shared memory (256 KB per SM on the H100, per NVIDIA's
-#   H100 Tensor Core GPU Architecture whitepaper; the most that can be shared memory is
-#   printed below). Shared memory is a scratchpad that the threads of one thread block
+#   split between the L1 cache and shared memory (256 KiB per SM on the H100, per
+#   NVIDIA's H100 Tensor Core GPU Architecture whitepaper; the most of it that can be
+#   shared memory, in KiB, is printed below). Shared memory is a scratchpad that the threads of one thread block
 #   (one Triton program) share. In CUDA you decide what goes there; in Triton the
 #   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
 #   registers. Triton uses shared memory for the tiles of a matrix product (``tl.dot``,
@@ -134,8 +136,8 @@ l2_mib = {gpu: size["L2 cache (MiB)"] for gpu, size in sizes.items()}
 #    :pyobject: read_working_set_kernel
 #
 # Each launch reads the same number of bytes, whatever the size of the working set
-# (printed below). The line drawn beside it is a plain device-to-device copy of 1 GiB,
-# measured in the same run: the reference for a kernel that streams from HBM. A copy
+# (printed below). On the plot, the wide pale line is a plain device-to-device copy of
+# 1 GiB, measured in the same run: the reference for a kernel that streams from HBM. A copy
 # reads and writes, and HBM turns around between the two, so a kernel that only reads
 # can pass that line (the lines after the plot say by how much on each GPU). A dashed
 # line marks each GPU's L2. The smallest working sets run faster still. The likely cause
@@ -196,8 +198,9 @@ for run in levels:
 # not the hardware's absolute limits: the bandwidth is a copy's, and a copy is not the
 # fastest way to use memory. A stream that only reads passed the copy line in the sweep
 # above, and a kernel can sit at or a little over its roof (the lines after the plot
-# print each kernel's fraction of it). This project's kernels, at the sizes this page
-# uses, named in each line. The first three are sizes their own pages also benchmark.
+# print each kernel's fraction of it). The table lists four of this project's kernels at
+# the sizes this page uses, each named in its line; the first three are sizes their own
+# pages also benchmark.
 # Attention's shape (batch x heads x sequence length x head dimension) is chosen for
 # this page, not one the attention page benchmarks:
 

@@ -81,7 +81,7 @@ print("a few casts:", ", ".join(f"{v:g} -> {torch.tensor(v).to(FP8).item():g}"
 #
 # Step 2: scales, per tensor or per row
 # -------------------------------------
-# Values of a real matrix are rarely between 2^-6 and 448, so a matrix is stored as
+# The values of a real matrix rarely all lie between 2^-6 and 448, so a matrix is stored as
 # FP8 values and a float32 scale, ``x ≈ x_fp8 * scale``, with ``scale = amax / 448``:
 # the largest magnitude lands on 448, the rest keep as many bits as the range allows
 # (:func:`~triton_guide.fp8_matmul.quantize_fp8`). One scale per tensor is the
@@ -90,7 +90,9 @@ print("a few casts:", ", ".join(f"{v:g} -> {torch.tensor(v).to(FP8).item():g}"
 # the exponent range, into the subnormals and then to zero. One scale per row keeps
 # each row's largest value at 448. Here one row in 8 is multiplied by a spread of
 # 10^2 to 10^6; the errors are those of the other, ordinary rows, against float64,
-# with the share of their FP8 values below 2^-6 (subnormal or zero) and at zero:
+# with the share of their FP8 values below 2^-6 (subnormal or zero) and at zero. From
+# here on an "error" is over a whole tensor: ``|got - want| / |want|``, both norms over
+# every element (``relative_error``), not the largest error of one element as above:
 
 M, K = 64, 256
 base = torch.randn(M, K, device=device)
@@ -255,9 +257,10 @@ for m, n, k in shapes if has_fp8 else []:
                            rtol=runtime.pick(interpreter=1e-5, gpu=2e-3))
         fp8_errors.append(relative_error(fp8_matmul(*operands), truth))
         bf16_errors.append(bf16)
-        print(f"{m} x {n} x {k}, per {per:<6}: kernel {own:.1e}; against the float32 "
-              f"inputs: FP8 {fp8_errors[-1]:.4f}, bfloat16 {bf16:.4f} "
-              f"({fp8_errors[-1] / bf16:.0f}x)")
+        ratio = fp8_errors[-1] / bf16
+        print(f"M x N x K {m} x {n} x {k}, per {per:<6}: kernel against its FP8 inputs "
+              f"{own:.1e}; against float64 of the float32 inputs: FP8 "
+              f"{fp8_errors[-1]:.4f}, bfloat16 {bf16:.4f} ({ratio:.0f}x)")
 if not has_fp8:
     print("Not run: this GPU has no FP8 tensor cores (sm_89 or later).")
 
@@ -305,8 +308,8 @@ def accepts(fn, per):  # torch._scaled_mm refuses what its build or this GPU lac
 
 
 # %%
-# The sweep, on a GPU with FP8 tensor cores (copies of the inputs enough for the
-# bfloat16 ones, the largest, to overrun L2):
+# The sweep, on a GPU with FP8 tensor cores (enough copies of the inputs that even the
+# bfloat16 ones, the largest, overrun L2):
 
 speed = []
 if bench.live and not has_fp8:
@@ -359,7 +362,8 @@ for per, by_gpu in vendor.items():
 # %%
 # Scale per row and per column, never along K; clamp before the cast; apply the scales
 # once, after the sum. Then FP8 costs the error printed above, for half the bytes of
-# bfloat16, at the rates measured against ``torch._scaled_mm``.
+# bfloat16; what it buys in speed is the sweep's to say, on a GPU build or once one has
+# been recorded.
 #
 # Used here: :func:`triton_guide.fp8_matmul.quantize_fp8`,
 # :func:`triton_guide.fp8_matmul.dequantize_fp8`,
