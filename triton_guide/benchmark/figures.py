@@ -213,7 +213,7 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
     # A stale run's footer says so; the files that changed are in the text the sweep
     # printed, where a list of ten modules does not crowd the figure.
     footers += [figure.text(MARGIN / WIDTH, 0, _footer_lines(
-                    run.footer() + (f"  [{run.stale.split(' (', 1)[0]}]" if run.stale else "")),
+                    run.footer() + (f"  [{_stale_phrase(run.stale)}]" if run.stale else "")),
                 color=gpu_colour(run.gpu) if overlaid else "black", fontsize=SMALL_TEXT,
                 verticalalignment="top", linespacing=1.2,
                 fontweight="bold" if run.stale else "normal")
@@ -221,6 +221,10 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
     _lay_out(figure, panels, suptitle, legends, footers)
     return figure
 
+
+def _stale_phrase(stale: str) -> str:
+    """A stale run's reason without its list of changed files: ``results.STALE``."""
+    return stale.split(" (", 1)[0]
 
 
 def mark_each_gpu(figure, x_by_gpu: dict[str, float], label: str) -> None:

@@ -308,7 +308,8 @@ class Benchmark:
                       dirty=record.get("dirty"), gpu=record["gpu"],
                       software=record["software"]),
                   xs=entry["x"], series=series,
-                  unit=entry["unit"], ceiling=roof, stale=record.get("stale") if of_kernels else None, notes=notes)
+                  unit=entry["unit"], ceiling=roof,
+                  stale=record.get("stale") if of_kernels else None, notes=notes)
         ceiling_text = (f"; ceiling ({roof.label}) {roof.value:,.0f} {roof.unit}"
                         if roof is not None else "" if ceiling is None
                         else "; no ceiling recorded")
@@ -330,9 +331,9 @@ def _recorded_on(record: dict, stale: bool | None = None) -> str:
     synthetic = "SYNTHETIC TEST DATA " if record.get("synthetic") else ""
     commit = (record.get("commit") or "unknown")[:7]
     flagged = record.get("stale") if stale is None else stale
-    stale = "; kernel changed since" if flagged else ""
+    changed = "; kernel changed since" if flagged else ""
     return (f"{synthetic}{store.short_gpu_name(record['gpu']['name'])} "
-            f"({record['date'][:10]}, commit {commit}{stale})")
+            f"({record['date'][:10]}, commit {commit}{changed})")
 
 
 def _as_json(value):
