@@ -136,9 +136,12 @@ def test_readings_print_named_x_values_as_they_are(capsys):
                         xs=["3000x4000x2000", "4096^3"], label="shape")
     assert benchmark.print_ratios(results, "ours", "theirs") == {"Synthetic A100": [3.0, 0.9]}
     assert benchmark.print_share_of(results, "theirs") == {"Synthetic A100": {"ours": 0.9}}
+    assert benchmark.print_step_gains(results, ["theirs", "ours"]) == {
+        "Synthetic A100": {"ours": 0.9}}
     assert capsys.readouterr().out.splitlines() == [
         "Synthetic A100, ours / theirs by shape: 3000x4000x2000: 3.00, 4096^3: 0.90",
-        "Synthetic A100, shape = 4096^3, share of theirs's GB/s: ours 90%"]
+        "Synthetic A100, shape = 4096^3, share of theirs's GB/s: ours 90%",
+        "Synthetic A100, shape = 4096^3, each step over the one before: ours 0.90x"]
 
 
 def test_in_units_divides_the_largest_x_by_its_size_and_notes_equal_gpus(capsys):

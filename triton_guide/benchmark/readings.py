@@ -192,7 +192,7 @@ def print_step_gains(results, steps: Sequence[str]) -> dict[str, dict[str, float
         gains[run.gpu] = {step: run.at_largest(step) / run.at_largest(before)
                           for before, step in zip(present, present[1:])}
         missing = [step for step in steps if step not in run.series]
-        print(f"{run.gpu}, {results.label} = {run.xs[run.largest]:,}, each step over the "
+        print(f"{run.gpu}, {results.label} = {format_x(run.xs[run.largest])}, each step over the "
               "one before: " + ", ".join(f"{step} {gain:.2f}x"
                                          for step, gain in gains[run.gpu].items())
               + "".join(f"; {step} not in this recording" for step in missing))
@@ -216,7 +216,7 @@ def print_memory_cap(results, name: str, bytes_read: Callable[[object], float],
         measured, nbytes, gbps = run.at_largest(name), bytes_read(x), copy[run.gpu].value
         cap = measured * run.us_per_call(name, work)[run.largest] / (nbytes / gbps * 1e-3)
         found[run.gpu] = (cap, measured)
-        print(f"{run.gpu}, {name} at {results.label} = {x:,}: {nbytes / 1e9:.1f} GB at "
+        print(f"{run.gpu}, {name} at {results.label} = {format_x(x)}: {nbytes / 1e9:.1f} GB at "
               f"{gbps:,.0f} GB/s allow {cap:,.0f} {results.unit}, measured {measured:,.0f}"
               + (f": at least {1 - cap / measured:.0%} of the reads came from L2"
                  if measured > cap else ", within what memory alone allows"))
@@ -280,7 +280,7 @@ def print_host_and_gpu(times, sweep, names: Sequence[str], work: Callable[[objec
             at_copy = ("" if copy is None else
                        f" ({work(x) / 1e6:.1f} MB, {us_per_call(work(x), copy):.1f} us at "
                        "the copy rate)")
-            lines.append(f"  {times.label} = {x:,}{at_copy}: " + "; ".join(
+            lines.append(f"  {times.label} = {format_x(x)}{at_copy}: " + "; ".join(
                 f"{column} " + " / ".join(f"{found[run.gpu][x][name][k]:.1f}" for name in names)
                 for k, column in enumerate(columns)))
         print("\n".join(lines))
