@@ -33,7 +33,7 @@ from triton_guide.attention_decode import (attention_decode, decode_block_n, dec
                                            uses_decode, visible_keys)
 from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s,
                                     print_host_bound, print_ratio_range, print_ratios,
-                                    roofline, tflop_per_s)
+                                    print_ridge_points, roofline, tflop_per_s)
 from triton_guide.hardware import multiprocessors
 from triton_guide.testing import assert_close, tolerance
 from triton_guide.traffic import Cost
@@ -94,12 +94,11 @@ for name, cost in costs.items():
 # cuBLAS product (bfloat16 runs on the same tensor cores) over the copy bandwidth, both
 # measured:
 
-copy_roofs, gemm_roofs = bench.ceilings("copy"), bench.ceilings("gemm_fp16")
+ridges = print_ridge_points(bench)  # each GPU's, in FLOP per byte
 highest = max(cost.intensity for cost in costs.values())
-for gpu in sorted(copy_roofs.keys() & gemm_roofs.keys()):
-    ridge = gemm_roofs[gpu].value * 1e3 / copy_roofs[gpu].value
-    print(f"{gpu}: ridge point {ridge:.0f} FLOP/byte, {ridge / highest:.1f}x the most "
-          f"intense case here ({highest:.0f} FLOP/byte)")
+for gpu, ridge in ridges.items():
+    print(f"{gpu}: ridge point {ridge / highest:.1f}x the most intense case here "
+          f"({highest:.0f} FLOP/byte)")
 
 # %%
 # Below the ridge point the call can go no faster than it reads its bytes. On a GPU each
@@ -118,6 +117,7 @@ def placed_case(name):
 placed = bench.sweep("decoding on the roofline", list(CASES), {"achieved": placed_case},
                      lambda name, ms: tflop_per_s(costs[name].flops, ms), label="case",
                      unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=True)
+copy_roofs = bench.ceilings("copy")  # the roof's slope, per GPU
 if placed:
     roofline(placed, costs,
              {run.slug: copy_roofs[run.gpu].value for run in placed if run.gpu in copy_roofs})
