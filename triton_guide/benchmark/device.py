@@ -30,7 +30,7 @@ def measure_device_sizes(bench) -> dict[str, dict[str, float]]:
     recordings otherwise. Print one line per GPU; return ``{gpu: {size name: value}}``
     (nan for a size its recording lacks)."""
     results = bench.measure("device sizes", list(DEVICE_SIZES),
-                            {"size": lambda name: _read(name)},
+                            {"size": _read},
                             label="property", unit="unit in its name", of_kernels=False)
     sizes = {}
     for run in results:

@@ -10,6 +10,8 @@ import re
 import textwrap
 import zlib
 
+from ..results import STALE
+
 LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 # The first variant's markers are small and filled, the others' larger and hollow, so a
@@ -210,21 +212,16 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
              for lines in shown for first, second in coinciding(lines)]
     footers = [figure.text(MARGIN / WIDTH, 0, _footer_lines(note), fontsize=SMALL_TEXT,
                            style="italic", verticalalignment="top") for note in notes]
-    # A stale run's footer says so; the files that changed are in the text the sweep
-    # printed, where a list of ten modules does not crowd the figure.
+    # A stale run's footer says so (STALE, the reason's first words); the files that
+    # changed are in the text the sweep printed, where a list of them does not crowd it.
     footers += [figure.text(MARGIN / WIDTH, 0, _footer_lines(
-                    run.footer() + (f"  [{_stale_phrase(run.stale)}]" if run.stale else "")),
+                    run.footer() + (f"  [{STALE}]" if run.stale else "")),
                 color=gpu_colour(run.gpu) if overlaid else "black", fontsize=SMALL_TEXT,
                 verticalalignment="top", linespacing=1.2,
                 fontweight="bold" if run.stale else "normal")
                 for run in results.runs]
     _lay_out(figure, panels, suptitle, legends, footers)
     return figure
-
-
-def _stale_phrase(stale: str) -> str:
-    """A stale run's reason without its list of changed files: ``results.STALE``."""
-    return stale.split(" (", 1)[0]
 
 
 def mark_each_gpu(figure, x_by_gpu: dict[str, float], label: str) -> None:
