@@ -44,7 +44,6 @@ MEASUREMENT_IS_THE_LESSON = {
 OVER_THE_LIMIT: dict[str, float] = {
     "basics/00_triton_pytorch_cuda.py": 0.60,
     "basics/01_vector_add.py": 0.35,
-    "core_kernels/01_matmul.py": 0.35,
     "core_kernels/02_softmax.py": 0.22,
     "core_kernels/03_flash_attention.py": 0.24,
     "core_kernels/04_flash_attention_backward.py": 0.30,

@@ -367,3 +367,61 @@ def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timer
     # gpu_ms over one call per cold copy, in microseconds
     assert measures["ours, GPU alone"](3)() == pytest.approx(
         benchmark.copies_for_cold_cache(2**20))
+
+
+def test_matmul_variant_draws_each_shape_and_layout_and_warms_once():
+    seen = []
+    prepare = benchmark.matmul_variant(lambda a, b: seen.append((a, b)) or a @ b,
+                                       lambda x: (x, 2 * x, 3), b_by_columns=True)
+    call = prepare(4)
+    assert len(seen) == 1  # the warm-up call, before anything is timed
+    a, b = seen[0]
+    assert a.shape == (4, 3) and b.shape == (3, 8) and a.dtype == b.dtype == torch.float16
+    assert b.stride() == (1, 3)  # stored by columns: a transposed view of an 8 x 3 tensor
+    call()
+    assert len(seen) == 2 and seen[1][0] is a and seen[1][1] is b  # the same inputs
+    square = benchmark.matmul_variant(lambda a, b: seen.append((a, b)), dtype=torch.bfloat16)
+    square(5)
+    a, b = seen[-1]
+    assert a.shape == b.shape == (5, 5) and b.stride() == (5, 1) and b.dtype == torch.bfloat16
+
+
+def test_matmul_variant_on_cold_copies_prepares_enough_fresh_pairs_to_overrun_l2():
+    seen = []
+    calls = benchmark.matmul_variant(lambda a, b: seen.append(a), cold=True)(64)
+    # a and b of 64 x 64 float16: 16 KiB a call
+    assert len(calls) == benchmark.copies_for_cold_cache(2 * 64 * 64 * 2) == len(seen)
+    assert len({a.data_ptr() for a in seen}) == len(seen)  # each call its own inputs
+    calls[-1]()
+    assert seen[-1] is seen[len(calls) - 1]
+
+
+class _Sweeps:
+    """Stands in for a Benchmark: sweep(...) returns what it was given."""
+
+    def sweep(self, title, xs, variants, rate, **options):
+        return {"title": title, "xs": xs, "variants": variants, "rate": rate, **options}
+
+
+def test_sweep_matmuls_rates_two_m_n_k_flops_under_the_dtypes_ceiling(monkeypatch):
+    swept = benchmark.sweep_matmuls(_Sweeps(), "square", [256], {"ours": torch.matmul})
+    assert swept["unit"] == "TFLOP/s" and swept["ceiling"] == "gemm_fp16"
+    assert swept["xlabel"] == "n (n x n x n, float16)" and swept["label"] == "n"
+    assert not swept["gpu_time"] and swept["logx"]
+    # 2 * 1000^3 FLOPs in 2 ms: 1 TFLOP/s
+    assert swept["rate"](1000, 2.0) == pytest.approx(1.0)
+    call = swept["variants"]["ours"](8)  # a prepared call, not a list of them
+    assert callable(call) and call().shape == (8, 8)
+    shapes = {"ragged": (2000, 3000, 1000)}
+    swept = benchmark.sweep_matmuls(_Sweeps(), "ragged", list(shapes), {"ours": torch.matmul},
+                                    shape=shapes.get, dtype=torch.bfloat16, gpu_time=True,
+                                    label="M x N x K", logx=False)
+    assert swept["ceiling"] == "gemm_bf16" and swept["xlabel"] == "M x N x K (bfloat16)"
+    assert swept["gpu_time"] and not swept["logx"]
+    assert swept["rate"]("ragged", 12.0) == pytest.approx(1.0)  # 1.2e10 FLOPs in 12 ms
+    monkeypatch.setattr(benchmark.variants, "copies_for_cold_cache", lambda nbytes: 2)
+    cold = benchmark.sweep_matmuls(_Sweeps(), "cold", [8], {"ours": torch.matmul},
+                                   gpu_time=True)
+    assert len(cold["variants"]["ours"](8)) == 2  # cold copies for GPU time
+    with pytest.raises(ValueError, match="dtype=torch.float32"):
+        benchmark.sweep_matmuls(_Sweeps(), "fp32", [8], {}, dtype=torch.float32)

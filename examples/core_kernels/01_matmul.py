@@ -21,9 +21,9 @@ You will learn:
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import (Benchmark, draw_program_order, host_time, on_cold_copies,
+from triton_guide.benchmark import (Benchmark, draw_program_order, host_time, matmul_variant,
                                     print_call_floors, print_ridge_points, print_share_of,
-                                    tflop_per_s)
+                                    sweep_matmuls)
 from triton_guide.matmul import matmul_kernel
 from triton_guide.matmul_steps import (FIXED_TILE, INTERPRETER_TILE, matmul_grouped,
                                        matmul_pointer_loads, matmul_row_major,
@@ -233,22 +233,11 @@ steps = {
     "cuBLAS": matmul_reference,
 }
 
-
-def prepared(fn):
-    def prepare(size):
-        a = torch.randn(size, size, device=device, dtype=torch.float16)
-        b = torch.randn(size, size, device=device, dtype=torch.float16)
-        fn(a, b)  # compile and autotune outside the timed region
-        return lambda: fn(a, b)
-    return prepare
-
 # %%
-# The sweep, and each step as a share of cuBLAS:
+# The sweep (``sweep_matmuls``: TFLOP/s of ``2 n^3`` FLOPs a call, on random float16
+# inputs), and each step as a share of cuBLAS:
 
-ladder = bench.sweep("steps ladder", [ladder_n],
-                     {name: prepared(fn) for name, fn in steps.items()},
-                     lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
-                     unit="TFLOP/s", ceiling="gemm_fp16", xlabel="n (float16)")
+ladder = sweep_matmuls(bench, "steps ladder", [ladder_n], steps, xlabel="n (float16)")
 shares = print_share_of(ladder, "cuBLAS")
 
 # %%
@@ -262,18 +251,8 @@ shares = print_share_of(ladder, "cuBLAS")
 # a reading beside our kernel, so read ours against the cuBLAS of its own sweep.
 
 sizes = [256, 512, 1024, 2048, 3072, 4096, 6144, 8192]
-
-
-def input_bytes(size):  # A and B of one product, float16
-    return 2 * size * size * 2
-
-
-results = bench.sweep("matmul, GPU time", sizes,
-                      {"triton_guide": on_cold_copies(prepared(matmul), input_bytes),
-                       "cuBLAS": on_cold_copies(prepared(matmul_reference), input_bytes)},
-                      lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
-                      unit="TFLOP/s", ceiling="gemm_fp16",
-                      xlabel="n (n x n x n, float16)", gpu_time=True)
+results = sweep_matmuls(bench, "matmul, GPU time", sizes,
+                        {"triton_guide": matmul, "cuBLAS": matmul_reference}, gpu_time=True)
 results.plot()
 spans = results.compare("triton_guide", "cuBLAS", work=lambda n: 2 * n**3)
 
@@ -287,10 +266,10 @@ spans = results.compare("triton_guide", "cuBLAS", work=lambda n: 2 * n**3)
 # for steps 3 and 4 and for cuBLAS's call, each compiled and autotuned first:
 
 host_sizes = [256, 512, 1024, 2048]
+host_calls = {"step 3 pointer loads": matmul_pointer_loads, "step 4 descriptors": matmul,
+              "cuBLAS": matmul_reference}
 host = bench.measure("matmul, host time per call", host_sizes,
-                     {"step 3 pointer loads": host_time(prepared(matmul_pointer_loads)),
-                      "step 4 descriptors": host_time(prepared(matmul)),
-                      "cuBLAS": host_time(prepared(matmul_reference))},
+                     {name: host_time(matmul_variant(fn)) for name, fn in host_calls.items()},
                      label="n", unit="us per call", xlabel="n (n x n x n, float16)")
 
 # %%
@@ -329,6 +308,7 @@ floors = print_call_floors(host, results, ours=("step 4 descriptors", "triton_gu
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
 # :func:`triton_guide.matmul_steps.program_tiles`,
 # :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
-# :func:`triton_guide.benchmark.on_cold_copies`, :func:`triton_guide.benchmark.host_time`,
-# :func:`triton_guide.benchmark.host_us`, :func:`triton_guide.benchmark.print_ridge_points`,
+# :func:`triton_guide.benchmark.sweep_matmuls`, :func:`triton_guide.benchmark.matmul_variant`,
+# :func:`triton_guide.benchmark.host_time`, :func:`triton_guide.benchmark.host_us`,
+# :func:`triton_guide.benchmark.print_ridge_points`,
 # :func:`triton_guide.benchmark.draw_program_order`.

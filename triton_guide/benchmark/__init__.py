@@ -84,6 +84,7 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      tflop_per_s, us_per_call)
 from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
                        random_inputs)
+from .variants import GEMM_CEILINGS, matmul_variant, sweep_matmuls
 
 __all__ = [
     # timing
@@ -111,4 +112,6 @@ __all__ = [
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
     "peak_memory", "first_call_ms", "empty_triton_cache",
+    # matrix products on random inputs, and a sweep of them in TFLOP/s
+    "matmul_variant", "sweep_matmuls", "GEMM_CEILINGS",
 ]

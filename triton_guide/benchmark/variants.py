@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..runtime import device
 from .readings import GPU_ALONE, HOST
-from .timing import copies_for_cold_cache, gpu_ms, host_us
+from .timing import copies_for_cold_cache, gpu_ms, host_us, tflop_per_s
 
 GIB = 2**30
 
@@ -103,3 +103,78 @@ def peak_memory(prepare: Callable[[object], Callable[[], object]]
             return (torch.cuda.max_memory_allocated() - before) / GIB
         return measure
     return measure_at
+
+
+# The ceiling a product of each dtype is timed under: that dtype's cuBLAS GEMM.
+GEMM_CEILINGS = {"float16": "gemm_fp16", "bfloat16": "gemm_bf16"}
+
+
+def matmul_variant(fn: Callable[[object, object], object],
+                   shape: Callable[[object], tuple[int, int, int]] | None = None, *,
+                   dtype=None, b_by_columns: bool = False, cold: bool = False
+                   ) -> Callable[[object], object]:
+    """A sweep variant for a matrix product ``fn(a, b)``: given x, standard-normal ``a``
+    (``m x k``) and ``b`` (``k x n``) of ``dtype`` (float16 unless given) on the device
+    kernels run on, with ``(m, n, k) = shape(x)`` (``x x x x x`` unless given); with
+    ``b_by_columns``, ``b`` is stored column by column (the transposed view of an ``n x k``
+    tensor, as ``w.t()`` is). ``fn`` is called once first, so that compiling and
+    autotuning happen before any timing, and ``lambda: fn(a, b)`` is returned. With
+    ``cold`` (for a ``gpu_time=True`` sweep), a list of such calls instead, each on fresh
+    inputs, as many as it takes for their inputs to overrun the L2 cache together
+    (:func:`on_cold_copies`)."""
+    def sizes(x) -> tuple[int, int, int]:
+        return shape(x) if shape is not None else (x, x, x)
+
+    def prepare(x):
+        import torch
+
+        m, n, k = sizes(x)
+        kind = dtype or torch.float16
+        a = torch.randn(m, k, device=device(), dtype=kind)
+        b = (torch.randn(n, k, device=device(), dtype=kind).t() if b_by_columns
+             else torch.randn(k, n, device=device(), dtype=kind))
+        fn(a, b)  # compile and autotune outside the timed region
+        return lambda: fn(a, b)
+
+    if not cold:
+        return prepare
+
+    def input_bytes(x) -> int:
+        import torch
+
+        m, n, k = sizes(x)
+        return (m * k + k * n) * (dtype or torch.float16).itemsize
+    return on_cold_copies(prepare, input_bytes)
+
+
+def sweep_matmuls(bench, title: str, xs, fns: dict[str, Callable[[object, object], object]],
+                  *, shape: Callable[[object], tuple[int, int, int]] | None = None,
+                  dtype=None, b_by_columns: bool = False, gpu_time: bool = False,
+                  label: str = "n", xlabel: str | None = None, logx: bool = True):
+    """Time the matrix products ``fns`` (name -> ``fn(a, b)``) at every x in TFLOP/s
+    (``2 m n k`` FLOPs a call) under the GEMM ceiling of ``dtype`` (float16 unless given,
+    or bfloat16), through ``bench.sweep`` (a :class:`~triton_guide.benchmark.Benchmark`:
+    live on a GPU, else the recordings), and return its
+    :class:`~triton_guide.benchmark.Results`. Each variant is :func:`matmul_variant` of its
+    function with ``shape``, ``dtype`` and ``b_by_columns``, on cold copies of its inputs
+    where ``gpu_time`` (GPU time, the host left out); otherwise each call is timed as a
+    program makes it. ``xlabel`` is ``"n (n x n x n, float16)"`` for square products unless
+    given, else ``label`` and the dtype."""
+    import torch
+
+    kind = dtype or torch.float16
+    short = str(kind).removeprefix("torch.")
+    if short not in GEMM_CEILINGS:
+        raise ValueError(f"dtype={kind}: sweep_matmuls times "
+                         f"{' and '.join(GEMM_CEILINGS)} products, under their GEMM ceilings")
+
+    def rate(x, ms: float) -> float:
+        m, n, k = shape(x) if shape is not None else (x, x, x)
+        return tflop_per_s(2 * m * n * k, ms)
+
+    variants = {name: matmul_variant(fn, shape, dtype=kind, b_by_columns=b_by_columns,
+                                     cold=gpu_time) for name, fn in fns.items()}
+    default = f"n (n x n x n, {short})" if shape is None else f"{label} ({short})"
+    return bench.sweep(title, xs, variants, rate, label=label, unit="TFLOP/s",
+                       ceiling=GEMM_CEILINGS[short], xlabel=xlabel or default, logx=logx,
+                       gpu_time=gpu_time)
