@@ -425,3 +425,25 @@ def test_sweep_matmuls_rates_two_m_n_k_flops_under_the_dtypes_ceiling(monkeypatc
     assert len(cold["variants"]["ours"](8)) == 2  # cold copies for GPU time
     with pytest.raises(ValueError, match="dtype=torch.float32"):
         benchmark.sweep_matmuls(_Sweeps(), "fp32", [8], {}, dtype=torch.float32)
+
+
+def test_gain_against_spread_sets_the_change_beside_the_gap_of_the_same_code(capsys):
+    results = synthetic({"Synthetic A100": {"split": [590.0, 600.0], "one": [500.0, 606.0],
+                                            "cuBLAS": [630.0, 630.0]},
+                         "Synthetic B200": {"split": [505.0, 600.0], "one": [500.0, 570.0]},
+                         "Synthetic L4": {"split": [10.0], "one": [9.0]}},
+                        xs=[3072, 4096], unit="TFLOP/s")
+    results.runs[2].xs = [3072]  # a recording without the x of the same code
+    found = benchmark.print_gain_against_spread(results, "split", "one", 3072, 4096,
+                                                context="the last wave", bullet=True)
+    assert found == {"Synthetic A100": pytest.approx((0.18, -0.0099), abs=1e-4),
+                     "Synthetic B200": pytest.approx((0.01, 600 / 570 - 1))}
+    assert capsys.readouterr().out.splitlines() == [
+        "* Synthetic A100, the last wave: split over one +18.0% at n = 3,072, larger than the "
+        "-1.0% between two timings of the same code at n = 4,096",
+        "* Synthetic B200, the last wave: split over one +1.0% at n = 3,072, within the "
+        "+5.3% between two timings of the same code at n = 4,096",
+        "* Synthetic L4, the last wave: split and one at n = 3,072 and 4,096 not all in this "
+        "recording"]
+    empty = benchmark.Results("none", label="n", xlabel="n", unit="GB/s", logx=True, runs=[])
+    assert benchmark.print_gain_against_spread(empty, "a", "b", 1, 2) == {}

@@ -27,8 +27,8 @@ to this page (the first line printed below says which recordings).
 import torch
 
 from triton_guide import matmul, matmul_reference, runtime
-from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, print_ratios,
-                                    print_share_of, print_share_range, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, print_gain_against_spread, print_ratios,
+                                    print_share_of, print_share_range, sweep_matmuls)
 from triton_guide.matmul import (WAVE_TILE, default_split, has_tma, kernel_inputs,
                                  last_wave_split, multiprocessors, product)
 from triton_guide.matrix_layout import layout, unaligned_runs
@@ -281,25 +281,17 @@ else:
 # more per call, which a program that waits for each product pays.
 
 
-def on_cold_copies(fn):
-    return lambda size: calls_on(fn, cold_matmul_inputs(size, size, size, torch.float16))
-
-
 def one_launch(a, b):  # matmul without the split
     a, b, descriptors = kernel_inputs(a, b)
     return product(a, b, descriptors, split=0)
 
 
-last_wave = bench.sweep("matmul, the last wave", [3072, 4096],
-                        {"matmul": on_cold_copies(matmul),
-                         "one launch": on_cold_copies(one_launch),
-                         "cuBLAS": on_cold_copies(matmul_reference)},
-                        lambda size, ms: tflop_per_s(2 * size**3, ms), label="n",
-                        unit="TFLOP/s", ceiling="gemm_fp16",
-                        xlabel="n (n x n x n, float16)", gpu_time=True)
+last_wave = sweep_matmuls(bench, "matmul, the last wave", [3072, 4096],
+                          {"matmul": matmul, "one launch": one_launch,
+                           "cuBLAS": matmul_reference}, gpu_time=True)
 print_share_range(last_wave, "cuBLAS")
 # matmul over one launch: at 3072 the split's gain, at 4096 the same code timed twice
-wave_gains = print_ratios(last_wave, "matmul", "one launch")
+print_ratios(last_wave, "matmul", "one launch")
 
 
 # %%
@@ -313,17 +305,6 @@ wave_gains = print_ratios(last_wave, "matmul", "one launch")
 
 ladder_n = 8192
 
-
-def prepared(fn, b_by_columns=False):
-    def prepare(size):
-        a = torch.randn(size, size, device=device, dtype=torch.float16)
-        b = torch.randn(size, size, device=device, dtype=torch.float16)
-        if b_by_columns:
-            b = b.t()
-        fn(a, b)  # compile and autotune outside the timed region
-        return lambda: fn(a, b)
-    return prepare
-
 # %%
 # The sweep, and each kernel as a share of cuBLAS. The variants keep the names the
 # lesson recorded them under: "step 3 pointer loads" is the pointer kernel
@@ -334,11 +315,8 @@ column_steps = {
     "step 4 descriptors": matmul,
     "cuBLAS": matmul_reference,
 }
-column_ladder = bench.sweep(
-    "steps ladder, b by columns", [ladder_n],
-    {name: prepared(fn, b_by_columns=True) for name, fn in column_steps.items()},
-    lambda size, ms: tflop_per_s(2 * size**3, ms), label="n", unit="TFLOP/s",
-    ceiling="gemm_fp16", xlabel="n (float16, b stored by columns)")
+column_ladder = sweep_matmuls(bench, "steps ladder, b by columns", [ladder_n], column_steps,
+                              b_by_columns=True, xlabel="n (float16, b stored by columns)")
 print_share_of(column_ladder, "cuBLAS")
 descriptor_gains = print_ratios(column_ladder, "step 4 descriptors", "step 3 pointer loads")
 
@@ -360,12 +338,9 @@ print(f"* Tensor descriptors: in this build's mode, the 4096^3 product "
 for gpu, (ratio,) in descriptor_gains.items():
     print(f"* {gpu}, B stored by columns at {ladder_n}^3: descriptors / pointer loads "
           f"= {ratio:.2f}")
-for gpu, (with_split, same_code) in wave_gains.items():
-    gain, spread = with_split - 1, same_code - 1
-    verdict = ("larger than" if abs(gain) > abs(spread) else "within")
-    print(f"* {gpu}, the last wave at 3072^3: the split {gain:+.1%}, {verdict} the "
-          f"{spread:+.1%} between two timings of the same code at 4096^3")
-if not descriptor_gains and not wave_gains:
+split_gains = print_gain_against_spread(last_wave, "matmul", "one launch", 3072, 4096,
+                                        context="the last wave", bullet=True)
+if not descriptor_gains and not split_gains:
     print("* No GPU timings recorded or measured in this build: the speed-ups are not shown.")
 
 # %%
@@ -379,4 +354,5 @@ if not descriptor_gains and not wave_gains:
 # :func:`triton_guide.matmul.kernel_inputs`, :func:`triton_guide.matmul.last_wave_split`,
 # :func:`triton_guide.matmul.default_split`, :func:`triton_guide.matmul.product`,
 # :func:`triton_guide.matmul_steps.matmul_pointer_loads`,
-# :class:`triton_guide.benchmark.Benchmark` (with ``recordings_from``).
+# :class:`triton_guide.benchmark.Benchmark` (with ``recordings_from``),
+# :func:`triton_guide.benchmark.sweep_matmuls`.

@@ -84,6 +84,7 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      tflop_per_s, us_per_call)
 from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
                        random_inputs)
+from .readings import print_gain_against_spread
 from .variants import GEMM_CEILINGS, matmul_variant, sweep_matmuls
 
 __all__ = [
@@ -114,4 +115,5 @@ __all__ = [
     "peak_memory", "first_call_ms", "empty_triton_cache",
     # matrix products on random inputs, and a sweep of them in TFLOP/s
     "matmul_variant", "sweep_matmuls", "GEMM_CEILINGS",
+    "print_gain_against_spread",
 ]

@@ -337,3 +337,29 @@ def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, s
         print(f"{run.gpu}, {ours[0]}:\n  " + "\n  ".join(
             lines or ["no GPU-time recording of this GPU to set beside"]))
     return found
+
+
+def print_gain_against_spread(results, name: str, other: str, at, same_at, *,
+                              context: str = "", bullet: bool = False
+                              ) -> dict[str, tuple[float, float]]:
+    """Print, for each GPU, what ``name`` gains over ``other`` at x = ``at`` (its rate over
+    theirs, less 1), beside their gap at x = ``same_at``, where the two variants run the same
+    code, so that gap is one sample of the measurement's spread: a gain no larger than it
+    is not shown by the run. ``context`` is said after the GPU; ``bullet`` starts each line
+    with ``* `` (for a page's takeaways). A GPU whose run lacks either x or either variant
+    is said to lack it. Return ``{gpu: (gain, gap)}``."""
+    found = {}
+    for run in results:
+        lead = ("* " if bullet else "") + (f"{run.gpu}, {context}" if context else run.gpu)
+        if not ({at, same_at} <= set(run.xs) and {name, other} <= set(run.series)):
+            print(f"{lead}: {name} and {other} at {results.label} = {format_x(at)} and "
+                  f"{format_x(same_at)} not all in this recording")
+            continue
+        gain, gap = (run[name][run.xs.index(x)] / run[other][run.xs.index(x)] - 1
+                     for x in (at, same_at))
+        found[run.gpu] = (gain, gap)
+        verdict = "larger than" if abs(gain) > abs(gap) else "within"
+        print(f"{lead}: {name} over {other} {gain:+.1%} at {results.label} = {format_x(at)}, "
+              f"{verdict} the {gap:+.1%} between two timings of the same code at "
+              f"{results.label} = {format_x(same_at)}")
+    return found
