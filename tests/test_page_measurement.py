@@ -52,7 +52,6 @@ OVER_THE_LIMIT: dict[str, float] = {
     "core_kernels/09_attention_in_models.py": 0.58,
     "debugging/03_performance_habits.py": 0.58,
     "hopper/02_pipelining.py": 0.38,
-    "hopper/04_gluon_matmul.py": 0.28,
 }
 
 

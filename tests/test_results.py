@@ -905,3 +905,17 @@ def test_many_variants_get_a_panel_per_gpu_inside_the_figure():
     assert [labels for _, labels in panels] == [
         [f"{gpu}: {name}" for name in names] + [f"{gpu}: ceiling, synthetic copy 10 GB/s"]
         for gpu in ("Synthetic A100", "Synthetic B200")]
+
+
+@needs_interpreter
+def test_a_page_that_sweeps_through_a_helper_has_benchmarks(tmp_path):
+    page = tmp_path / "08_helper_sweep.py"
+    page.write_text('"""A page that sweeps only through a helper."""\n'
+                    "from triton_guide.benchmark import Benchmark, sweep_matmuls\n"
+                    "bench = Benchmark()\n"
+                    "results = sweep_matmuls(bench, 'products', [256], {})\n")
+    stamp = Benchmark(page, results_dir=tmp_path / "empty").stamp()
+    assert stamp.endswith(" No GPU timings recorded for this page yet (on a GPU, "
+                          "`make bench PAGE=helper_sweep` records them).")
+    page.write_text('"""A page with no benchmark."""\nresults = sorted([256])\n')
+    assert "No GPU timings" not in Benchmark(page, results_dir=tmp_path / "empty").stamp()

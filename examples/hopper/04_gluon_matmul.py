@@ -30,7 +30,7 @@ import triton
 
 from triton_guide import compiled, matmul, matmul_reference, runtime
 from triton_guide import gluon_matmul as gm
-from triton_guide.benchmark import Benchmark, calls_on, cold_matmul_inputs, tflop_per_s
+from triton_guide.benchmark import Benchmark, sweep_matmuls
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -164,49 +164,23 @@ else:
 
 shapes = {"2000x3000x1000": (2000, 3000, 1000), "4096^3": (4096, 4096, 4096)}
 calls = {"gluon": gm.gluon_matmul, "triton_guide.matmul": matmul, "cuBLAS": matmul_reference}
-
-
-def cold(fn, dtype):
-    return lambda shape: calls_on(fn, cold_matmul_inputs(*shapes[shape], dtype))
-
-
-def rate(shape, ms):
-    m, n, k = shapes[shape]
-    return tflop_per_s(2 * m * n * k, ms)
-
-
 runs = {}
 if bench.live and not on_sm90:
     print("This GPU is not sm_90: the Gluon kernels do not run here, nothing is timed.")
 else:
     for dtype, short in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
-        runs[f"GPU time {short}"] = bench.sweep(
-            f"gluon matmul {short}, GPU time", list(shapes),
-            {name: cold(fn, dtype) for name, fn in calls.items()}, rate, label="M x N x K",
-            unit="TFLOP/s", ceiling=f"gemm_{short}", xlabel=f"M x N x K ({short})",
-            logx=False, gpu_time=True)
+        runs[f"GPU time {short}"] = sweep_matmuls(
+            bench, f"gluon matmul {short}, GPU time", list(shapes), calls, shape=shapes.get,
+            dtype=dtype, gpu_time=True, label="M x N x K", logx=False)
     runs["GPU time fp16"].plot()
 
 # %%
 # Then as a program calls it, host included (``do_bench``, each call on the same inputs,
 # compiled and autotuned first), float16:
 
-
-def as_called(fn):
-    def prepare(shape):
-        m, n, k = shapes[shape]
-        a = torch.randn(m, k, device=device, dtype=torch.float16)
-        b = torch.randn(k, n, device=device, dtype=torch.float16)
-        fn(a, b)  # compile and autotune outside the timed region
-        return lambda: fn(a, b)
-    return prepare
-
-
 if runs:
-    runs["as called fp16"] = bench.sweep(
-        "gluon matmul fp16, as called", list(shapes),
-        {name: as_called(fn) for name, fn in calls.items()}, rate, label="M x N x K",
-        unit="TFLOP/s", ceiling="gemm_fp16", xlabel="M x N x K (fp16)", logx=False)
+    runs["as called fp16"] = sweep_matmuls(bench, "gluon matmul fp16, as called", list(shapes),
+                                           calls, shape=shapes.get, label="M x N x K", logx=False)
 
 # %%
 # Each of ours as a fraction of cuBLAS, per GPU and shape:
@@ -260,4 +234,5 @@ if not shares:
 # :func:`triton_guide.gluon_matmul.gluon_copy`,
 # :func:`triton_guide.gluon_matmul.compile_for_sm90`,
 # :func:`triton_guide.compiled.loop_summary`, :func:`triton_guide.compiled.excerpt`,
-# :func:`triton_guide.matmul`, :class:`triton_guide.benchmark.Benchmark`.
+# :func:`triton_guide.matmul`, :class:`triton_guide.benchmark.Benchmark`,
+# :func:`triton_guide.benchmark.sweep_matmuls`.

@@ -344,9 +344,14 @@ def _timings_from_store() -> bool:
     return os.environ.get(store.TIMINGS_ENV, "") == "recorded"
 
 
+# Helpers that run a Benchmark's sweep for the page that calls them.
+SWEEPING_HELPERS = ("sweep_matmuls",)
+
+
 def _calls_sweep(source: str) -> bool:
-    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, i.e.
-    has benchmarks."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr in ("sweep", "measure")
-               for node in ast.walk(ast.parse(source)))
+    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, or a
+    helper of :data:`SWEEPING_HELPERS` that calls one, i.e. has benchmarks."""
+    return any(isinstance(node, ast.Call) and (
+        isinstance(node.func, ast.Attribute) and node.func.attr in ("sweep", "measure")
+        or isinstance(node.func, ast.Name) and node.func.id in SWEEPING_HELPERS)
+        for node in ast.walk(ast.parse(source)))
