@@ -367,3 +367,14 @@ def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timer
     # gpu_ms over one call per cold copy, in microseconds
     assert measures["ours, GPU alone"](3)() == pytest.approx(
         benchmark.copies_for_cold_cache(2**20))
+
+
+def test_distinct_results_counts_the_different_results_of_repeated_calls():
+    answers = iter([1.0, 2.0, 1.0, 3.0, 1.0])
+    count = benchmark.distinct_results(lambda x: lambda: torch.tensor(next(answers) * x), 5)(2)
+    assert count() == 3.0  # 2, 4, 2, 6, 2: three different sums
+    same = benchmark.distinct_results(lambda x: lambda: torch.tensor([x, 1.0]), 4)(7)
+    assert same() == 1.0
+    # whole results are compared, not their elements one by one
+    rows = iter([torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])])
+    assert benchmark.distinct_results(lambda x: lambda: next(rows), 2)(0)() == 2.0

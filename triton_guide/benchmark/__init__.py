@@ -82,8 +82,8 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
                      empty_triton_cache, first_call_ms, median_ms, out_of_line, queued_ms,
                      tflop_per_s, us_per_call)
-from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
-                       random_inputs)
+from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time, on_cold_copies,
+                       peak_memory, random_inputs)
 
 __all__ = [
     # timing
@@ -110,5 +110,5 @@ __all__ = [
     "print_at_ceilings", "print_host_and_gpu",
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
-    "peak_memory", "first_call_ms", "empty_triton_cache",
+    "peak_memory", "first_call_ms", "empty_triton_cache", "distinct_results",
 ]

@@ -103,3 +103,21 @@ def peak_memory(prepare: Callable[[object], Callable[[], object]]
             return (torch.cuda.max_memory_allocated() - before) / GIB
         return measure
     return measure_at
+
+
+def distinct_results(prepare: Callable[[object], Callable[[], object]], repeats: int
+                     ) -> Callable[[object], Callable[[], float]]:
+    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
+    given x, a callable that calls ``prepare(x)``'s callable ``repeats`` times on the same
+    inputs and returns how many different results came back (1 for a deterministic
+    kernel; a kernel that adds with atomics can return a different rounding each time)."""
+    def measure_at(x):
+        call = prepare(x)
+
+        def count() -> float:
+            import torch
+
+            results = torch.stack([torch.as_tensor(call()).flatten() for _ in range(repeats)])
+            return float(len(results.unique(dim=0)))
+        return count
+    return measure_at
