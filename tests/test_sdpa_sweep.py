@@ -6,6 +6,7 @@ inputs."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -125,3 +126,25 @@ def test_on_a_gpu_ours_and_both_backends_compute_the_same_attention(causal, back
     for name in ("SDPA flash", "SDPA cuDNN"):
         for ours, theirs in zip(outputs["triton_guide"], outputs[name]):
             torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=2e-2)
+
+
+def test_a_page_that_sweeps_through_attention_sweep_has_benchmarks():
+    # The stamp says "Timings live" (or that none are recorded yet) only for a page that
+    # has benchmarks, found by reading its source for the calls that run a sweep.
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("r = attention_sweep(bench, {}, [1], batch=1, heads=1, head_dim=8)")
+    assert _calls_sweep("r = benchmark.attention_sweep(bench, {}, [1])")
+    assert _calls_sweep("r = bench.sweep('t', [1], {}, rate)")
+    assert not _calls_sweep("out = attention(q, k, v)\nsweeps = {}")
+
+
+def test_every_page_with_recordings_is_found_to_have_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+    from triton_guide.results import page_key, results_dir
+
+    recorded = {path.stem for path in results_dir().glob("*/*.json")}
+    pages = {page_key(page): page for page in Path(__file__).resolve().parent.parent.glob(
+        "examples/*/[0-9][0-9]_*.py")}
+    assert recorded <= set(pages)
+    assert [key for key in sorted(recorded) if not _calls_sweep(pages[key].read_text())] == []
