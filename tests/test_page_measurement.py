@@ -46,8 +46,6 @@ OVER_THE_LIMIT: dict[str, float] = {
     "basics/01_vector_add.py": 0.35,
     "core_kernels/01_matmul.py": 0.35,
     "core_kernels/02_softmax.py": 0.21,
-    "core_kernels/03_flash_attention.py": 0.24,
-    "core_kernels/04_flash_attention_backward.py": 0.30,
     "core_kernels/08_norms.py": 0.38,
     "core_kernels/09_attention_in_models.py": 0.58,
     "debugging/03_performance_habits.py": 0.58,

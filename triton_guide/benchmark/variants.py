@@ -121,3 +121,28 @@ def distinct_results(prepare: Callable[[object], Callable[[], object]], repeats:
             return float(len(results.unique(dim=0)))
         return count
     return measure_at
+
+
+def random_inputs_backward(fn: Callable[..., object], *shapes: Callable[[object], tuple],
+                           dtype=None, warm: bool = False
+                           ) -> Callable[[object], Callable[[], object]]:
+    """A sweep variant that times a backward pass: given x, one standard-normal tensor of
+    shape ``shape(x)`` for each of ``shapes`` (float32 unless ``dtype``, on the kernels'
+    device), each requiring its gradient; ``fn`` called once on them (the forward, not
+    timed); a standard-normal gradient of its output; and the callable that returns
+    ``torch.autograd.grad`` of the output with respect to every input. It keeps the graph,
+    so each call runs the same backward again. ``autograd.grad`` returns the gradients as
+    a layer receives them; ``out.backward`` would also add them into each input's
+    ``.grad``, more kernels in every timing. ``warm`` calls it once first."""
+    def prepare(x):
+        import torch
+
+        tensors = [torch.randn(shape(x), device=device(), dtype=dtype or torch.float32,
+                               requires_grad=True) for shape in shapes]
+        out = fn(*tensors)
+        call = functools.partial(torch.autograd.grad, out, tensors, torch.randn_like(out),
+                                 retain_graph=True)
+        if warm:
+            call()
+        return call
+    return prepare
