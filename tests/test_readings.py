@@ -367,3 +367,60 @@ def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timer
     # gpu_ms over one call per cold copy, in microseconds
     assert measures["ours, GPU alone"](3)() == pytest.approx(
         benchmark.copies_for_cold_cache(2**20))
+
+
+def test_random_backward_times_the_gradients_of_every_input_of_one_forward():
+    forwards = []
+    prepare = benchmark.random_backward(lambda a, b: forwards.append((a, b)) or a * b,
+                                        lambda n: (3, n), lambda n: (n,),
+                                        dtype=torch.float64)
+    call = prepare(5)
+    assert len(forwards) == 1  # the forward runs once, when preparing
+    a, b = forwards[0]
+    assert a.requires_grad and b.requires_grad and a.dtype == torch.float64
+    grad_a, grad_b = call()
+    assert len(forwards) == 1 and a.grad is None  # gradients returned, not accumulated
+    # d(a * b)/da = g * b and d/db = sum over rows of g * a, for the one random g drawn
+    g = grad_a / b
+    assert torch.allclose(grad_b, (g * a).sum(0))
+    again_a, _ = call()  # the graph is retained, and g stays the same
+    assert torch.equal(again_a, grad_a)
+
+
+def test_same_bytes_copy_moves_the_bytes_of_the_work_half_read_half_written():
+    call = benchmark.same_bytes_copy(lambda n: 3 * n * 2, dtype=torch.bfloat16)(1000)
+    source = call.args[0]
+    target = call()  # copy_ returns the tensor it wrote
+    assert source.dtype == target.dtype == torch.bfloat16
+    assert 2 * source.numel() * source.element_size() == 3 * 1000 * 2
+    assert torch.equal(target, source) and target.data_ptr() != source.data_ptr()
+
+
+def test_memory_bound_sweep_rates_the_work_in_gb_s_beside_a_same_bytes_copy(monkeypatch):
+    class Bench:  # takes what the helper hands to Benchmark.sweep
+        def sweep(self, title, xs, variants, rate, **options):
+            self.title, self.xs, self.variants, self.rate, self.options = (
+                title, xs, variants, rate, options)
+            return "results"
+
+    def work(n):
+        return 4 * n
+
+    bench = Bench()
+    ours = lambda n: (lambda: n)  # noqa: E731
+    assert benchmark.memory_bound_sweep(bench, "t", [8, 16], {"ours": ours}, work,
+                                        label="n", xlabel="elements") == "results"
+    assert list(bench.variants) == ["ours"] and bench.variants["ours"] is ours
+    assert bench.rate(2**20, 1.0) == benchmark.gb_per_s(4 * 2**20, 1.0)
+    assert bench.options == dict(label="n", unit="GB/s", ceiling="copy", xlabel="elements",
+                                 logx=True, gpu_time=False)
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 copy_dtype=torch.float16)
+    assert list(bench.variants) == ["ours", benchmark.SAME_BYTES_COPY]
+    source = bench.variants[benchmark.SAME_BYTES_COPY](1000).args[0]
+    assert source.dtype == torch.float16 and 2 * source.numel() * 2 == 4000
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 gpu_time=True)
+    assert bench.options["gpu_time"] is True
+    calls = bench.variants["ours"](2**20)  # cold copies: enough calls to overrun L2
+    assert len(calls) == benchmark.copies_for_cold_cache(4 * 2**20) and calls[0]() == 2**20

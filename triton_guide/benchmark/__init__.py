@@ -84,6 +84,8 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      tflop_per_s, us_per_call)
 from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
                        random_inputs)
+from .pictures import draw_key_masks
+from .variants import SAME_BYTES_COPY, memory_bound_sweep, random_backward, same_bytes_copy
 
 __all__ = [
     # timing
@@ -111,4 +113,7 @@ __all__ = [
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
     "peak_memory", "first_call_ms", "empty_triton_cache",
+    # attention masks as pictures; backward passes and same-bytes copies as sweep variants
+    "draw_key_masks", "random_backward", "same_bytes_copy", "memory_bound_sweep",
+    "SAME_BYTES_COPY",
 ]
