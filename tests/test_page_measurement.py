@@ -49,7 +49,6 @@ OVER_THE_LIMIT: dict[str, float] = {
     "core_kernels/03_flash_attention.py": 0.24,
     "core_kernels/04_flash_attention_backward.py": 0.30,
     "core_kernels/06_reductions.py": 0.23,
-    "core_kernels/08_norms.py": 0.38,
     "debugging/03_performance_habits.py": 0.58,
     "hopper/01_matmul_full_speed.py": 0.32,
     "hopper/02_pipelining.py": 0.38,
