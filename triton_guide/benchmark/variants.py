@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..runtime import device
 from .readings import GPU_ALONE, HOST
-from .timing import copies_for_cold_cache, gpu_ms, host_us
+from .timing import copies_for_cold_cache, gb_per_s, gpu_ms, host_us
 
 GIB = 2**30
 
@@ -155,8 +155,6 @@ def memory_bound_sweep(bench, title: str, xs, variants: dict, work: Callable[[ob
     the roof at each x. With ``gpu_time``, every variant times calls on as many fresh inputs
     as overrun the L2 cache together (:func:`on_cold_copies`), host left out. Returns the
     :class:`~triton_guide.benchmark.Results`, live or recorded."""
-    from .timing import gb_per_s
-
     variants = dict(variants)
     if copy_dtype is not None:
         variants[SAME_BYTES_COPY] = same_bytes_copy(work, copy_dtype)
