@@ -46,8 +46,6 @@ OVER_THE_LIMIT: dict[str, float] = {
     "basics/01_vector_add.py": 0.35,
     "core_kernels/01_matmul.py": 0.35,
     "core_kernels/02_softmax.py": 0.21,
-    "core_kernels/08_norms.py": 0.38,
-    "core_kernels/09_attention_in_models.py": 0.58,
     "debugging/03_performance_habits.py": 0.58,
     "hopper/01_matmul_full_speed.py": 0.32,
     "hopper/02_pipelining.py": 0.38,

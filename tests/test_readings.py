@@ -378,3 +378,42 @@ def test_distinct_results_counts_the_different_results_of_repeated_calls():
     # whole results are compared, not their elements one by one
     rows = iter([torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])])
     assert benchmark.distinct_results(lambda x: lambda: next(rows), 2)(0)() == 2.0
+
+
+def test_same_bytes_copy_moves_the_bytes_of_the_work_half_read_half_written():
+    call = benchmark.same_bytes_copy(lambda n: 3 * n * 2, dtype=torch.bfloat16)(1000)
+    source = call.args[0]
+    target = call()  # copy_ returns the tensor it wrote
+    assert source.dtype == target.dtype == torch.bfloat16
+    assert 2 * source.numel() * source.element_size() == 3 * 1000 * 2
+    assert torch.equal(target, source) and target.data_ptr() != source.data_ptr()
+
+
+def test_memory_bound_sweep_rates_the_work_in_gb_s_beside_a_same_bytes_copy(monkeypatch):
+    class Bench:  # takes what the helper hands to Benchmark.sweep
+        def sweep(self, title, xs, variants, rate, **options):
+            self.title, self.xs, self.variants, self.rate, self.options = (
+                title, xs, variants, rate, options)
+            return "results"
+
+    def work(n):
+        return 4 * n
+
+    bench = Bench()
+    ours = lambda n: (lambda: n)  # noqa: E731
+    assert benchmark.memory_bound_sweep(bench, "t", [8, 16], {"ours": ours}, work,
+                                        label="n", xlabel="elements") == "results"
+    assert list(bench.variants) == ["ours"] and bench.variants["ours"] is ours
+    assert bench.rate(2**20, 1.0) == benchmark.gb_per_s(4 * 2**20, 1.0)
+    assert bench.options == dict(label="n", unit="GB/s", ceiling="copy", xlabel="elements",
+                                 logx=True, gpu_time=False)
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 copy_dtype=torch.float16)
+    assert list(bench.variants) == ["ours", benchmark.SAME_BYTES_COPY]
+    source = bench.variants[benchmark.SAME_BYTES_COPY](1000).args[0]
+    assert source.dtype == torch.float16 and 2 * source.numel() * 2 == 4000
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 gpu_time=True)
+    assert bench.options["gpu_time"] is True
+    calls = bench.variants["ours"](2**20)  # cold copies: enough calls to overrun L2
+    assert len(calls) == benchmark.copies_for_cold_cache(4 * 2**20) and calls[0]() == 2**20

@@ -148,3 +148,24 @@ def test_every_page_with_recordings_is_found_to_have_benchmarks():
         "examples/*/[0-9][0-9]_*.py")}
     assert recorded <= set(pages)
     assert [key for key in sorted(recorded) if not _calls_sweep(pages[key].read_text())] == []
+
+
+def test_every_benchmark_helper_that_sweeps_is_listed_as_one():
+    # A helper that runs bench.sweep or bench.measure for a page stands in for the page's
+    # own call: unlisted, a page that sweeps only through it would be found to have none.
+    import ast
+
+    from triton_guide import benchmark
+    from triton_guide.benchmark.recording import SWEEPING_HELPERS
+
+    sweeping = set()
+    for module in Path(benchmark.__file__).parent.glob("*.py"):
+        for node in ast.parse(module.read_text()).body:  # module-level functions only
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("sweep", "measure")
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "bench"
+                    for call in ast.walk(node)):
+                sweeping.add(node.name)
+    assert "attention_sweep" in sweeping  # the scan finds what it is looking for
+    assert sweeping == set(SWEEPING_HELPERS)

@@ -86,6 +86,8 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
 from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time, on_cold_copies,
                        peak_memory, random_inputs, random_inputs_backward)
 from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
+from .pictures import draw_key_masks
+from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
 
 __all__ = [
     # timing
@@ -116,4 +118,6 @@ __all__ = [
     "random_inputs_backward",
     # attention against PyTorch's SDPA backends
     "sdpa_backends", "attention_sweep", "SDPA_BACKENDS", "BACKWARD_FLOPS_OVER_FORWARD",
+    # attention masks as pictures; same-bytes copies and memory-bound sweeps
+    "draw_key_masks", "same_bytes_copy", "memory_bound_sweep", "SAME_BYTES_COPY",
 ]

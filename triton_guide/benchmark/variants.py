@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..runtime import device
 from .readings import GPU_ALONE, HOST
-from .timing import copies_for_cold_cache, gpu_ms, host_us
+from .timing import copies_for_cold_cache, gb_per_s, gpu_ms, host_us
 
 GIB = 2**30
 
@@ -146,3 +146,44 @@ def random_inputs_backward(fn: Callable[..., object], *shapes: Callable[[object]
             call()
         return call
     return prepare
+
+
+def same_bytes_copy(work: Callable[[object], float], dtype=None
+                    ) -> Callable[[object], Callable[[], object]]:
+    """A sweep variant: given x, a device-to-device copy that moves ``work(x)`` bytes in
+    all, half read and half written (``dtype``, float32 unless given). Beside a
+    memory-bound kernel whose rate counts ``work(x)`` bytes, it is the rate a plain copy
+    of the same bytes reaches at each x: a fairer roof than a large copy's where fixed
+    costs weigh."""
+    def prepare(x):
+        import torch
+
+        element_size = torch.empty((), dtype=dtype or torch.float32).element_size()
+        source = torch.randn(int(work(x)) // (2 * element_size), device=device(),
+                             dtype=dtype or torch.float32)
+        return functools.partial(torch.empty_like(source).copy_, source)
+    return prepare
+
+
+# The name memory_bound_sweep gives its copy of the same bytes as the kernels move.
+SAME_BYTES_COPY = "copy, same bytes"
+
+
+def memory_bound_sweep(bench, title: str, xs, variants: dict, work: Callable[[object], float],
+                       *, label: str, xlabel: str | None = None, copy_dtype=None,
+                       gpu_time: bool = False, logx: bool = True):
+    """``bench.sweep`` (:meth:`~triton_guide.benchmark.Benchmark.sweep`) of memory-bound
+    ``variants`` (sweep variants: given x, the callable to time) in GB/s of ``work(x)``, the
+    bytes one call must move, under the copy ceiling. With ``copy_dtype``, one more variant,
+    :data:`SAME_BYTES_COPY`: a copy of those bytes in that dtype (:func:`same_bytes_copy`),
+    the roof at each x. With ``gpu_time``, every variant times calls on as many fresh inputs
+    as overrun the L2 cache together (:func:`on_cold_copies`), host left out. Returns the
+    :class:`~triton_guide.benchmark.Results`, live or recorded."""
+    variants = dict(variants)
+    if copy_dtype is not None:
+        variants[SAME_BYTES_COPY] = same_bytes_copy(work, copy_dtype)
+    if gpu_time:
+        variants = {name: on_cold_copies(prepare, work) for name, prepare in variants.items()}
+    return bench.sweep(title, xs, variants, lambda x, ms: gb_per_s(work(x), ms), label=label,
+                       unit="GB/s", ceiling="copy", xlabel=xlabel, logx=logx,
+                       gpu_time=gpu_time)
