@@ -64,6 +64,7 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
 from .device import DEVICE_SIZES, measure_device_sizes
+from .device import sweep_working_sets
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
                       mark_each_gpu)
@@ -75,6 +76,7 @@ from .readings import (print_at_ceilings, print_best_and_worst, print_call_floor
                        print_share_range, print_step_gains, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
+from .roofline import place_on_roofline
 from .runs import Results, Run
 from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
@@ -84,6 +86,7 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      tflop_per_s, us_per_call)
 from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
                        random_inputs)
+from .variants import random_inputs_each
 
 __all__ = [
     # timing
@@ -111,4 +114,8 @@ __all__ = [
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
     "peak_memory", "first_call_ms", "empty_triton_cache",
+    # a sweep over working sets of the memory hierarchy; kernels placed on the roofline
+    "sweep_working_sets", "place_on_roofline",
+    # one sweep variant per function, each on random inputs of the same shapes
+    "random_inputs_each",
 ]

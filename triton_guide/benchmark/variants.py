@@ -103,3 +103,13 @@ def peak_memory(prepare: Callable[[object], Callable[[], object]]
             return (torch.cuda.max_memory_allocated() - before) / GIB
         return measure
     return measure_at
+
+
+def random_inputs_each(fns: dict[str, Callable[..., object]], *shapes: Callable[[object], tuple],
+                       dtype=None, warm: bool = False) -> dict:
+    """Sweep variants, one per name of ``fns``, each :func:`random_inputs` of its function
+    with the same ``shapes``, ``dtype`` and ``warm``: the functions compared on inputs of
+    one kind, each call on tensors of its own. A shape function may return an int, the
+    length of a vector: ``int`` itself as a shape gives a vector of x elements."""
+    return {name: random_inputs(fn, *shapes, dtype=dtype, warm=warm)
+            for name, fn in fns.items()}
