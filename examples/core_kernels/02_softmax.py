@@ -248,7 +248,6 @@ results = bench.sweep("softmax", lengths, variants, lambda n, ms: gb_per_s(work(
                       label="N", unit="GB/s", ceiling="copy",
                       xlabel="row length (4096 rows, float32)")
 results.plot()
-results.summary(ratios=[("fused (one pass)", "torch.softmax")])
 results.compare("fused (one pass)", "torch.softmax", work=work)
 
 # %%

@@ -11,6 +11,7 @@ here: :mod:`~triton_guide.benchmark.timing` (timers and rates, a first call's wa
 them, a call's host and GPU time apart, its peak memory) and
 :mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
+:mod:`~triton_guide.benchmark.sdpa`: attention against PyTorch's SDPA backends.
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
 (:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
@@ -84,8 +85,9 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
                      empty_triton_cache, first_call_ms, median_ms, out_of_line, queued_ms,
                      tflop_per_s, us_per_call)
-from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
-                       random_inputs)
+from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time, on_cold_copies,
+                       peak_memory, random_inputs, random_inputs_backward)
+from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
 from .variants import random_inputs_each
 
 __all__ = [
@@ -113,7 +115,10 @@ __all__ = [
     "print_at_ceilings", "print_host_and_gpu",
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
-    "peak_memory", "first_call_ms", "empty_triton_cache",
+    "peak_memory", "first_call_ms", "empty_triton_cache", "distinct_results",
+    "random_inputs_backward",
+    # attention against PyTorch's SDPA backends
+    "sdpa_backends", "attention_sweep", "SDPA_BACKENDS", "BACKWARD_FLOPS_OVER_FORWARD",
     # a sweep over working sets of the memory hierarchy; kernels placed on the roofline
     "sweep_working_sets", "place_on_roofline",
     # one sweep variant per function, each on random inputs of the same shapes

@@ -348,9 +348,17 @@ def _timings_from_store() -> bool:
     return os.environ.get(store.TIMINGS_ENV, "") == "recorded"
 
 
+# Helpers of this package that run a sweep of the Benchmark they are given: a page that
+# calls one has benchmarks, though it may call no ``.sweep`` itself.
+SWEEPING_HELPERS = ("attention_sweep",)
+
+
 def _calls_sweep(source: str) -> bool:
-    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, i.e.
-    has benchmarks."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr in ("sweep", "measure")
-               for node in ast.walk(ast.parse(source)))
+    """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, or a
+    helper of SWEEPING_HELPERS (by name, or as an attribute), i.e. has benchmarks."""
+    def called(node):
+        return getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+
+    return any(isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr in ("sweep", "measure"))
+        or called(node) in SWEEPING_HELPERS) for node in ast.walk(ast.parse(source)))

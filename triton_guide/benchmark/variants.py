@@ -105,6 +105,49 @@ def peak_memory(prepare: Callable[[object], Callable[[], object]]
     return measure_at
 
 
+def distinct_results(prepare: Callable[[object], Callable[[], object]], repeats: int
+                     ) -> Callable[[object], Callable[[], float]]:
+    """A :meth:`~triton_guide.benchmark.Benchmark.measure` variant made from a sweep's:
+    given x, a callable that calls ``prepare(x)``'s callable ``repeats`` times on the same
+    inputs and returns how many different results came back (1 for a deterministic
+    kernel; a kernel that adds with atomics can return a different rounding each time)."""
+    def measure_at(x):
+        call = prepare(x)
+
+        def count() -> float:
+            import torch
+
+            results = torch.stack([torch.as_tensor(call()).flatten() for _ in range(repeats)])
+            return float(len(results.unique(dim=0)))
+        return count
+    return measure_at
+
+
+def random_inputs_backward(fn: Callable[..., object], *shapes: Callable[[object], tuple],
+                           dtype=None, warm: bool = False
+                           ) -> Callable[[object], Callable[[], object]]:
+    """A sweep variant that times a backward pass: given x, one standard-normal tensor of
+    shape ``shape(x)`` for each of ``shapes`` (float32 unless ``dtype``, on the kernels'
+    device), each requiring its gradient; ``fn`` called once on them (the forward, not
+    timed); a standard-normal gradient of its output; and the callable that returns
+    ``torch.autograd.grad`` of the output with respect to every input. It keeps the graph,
+    so each call runs the same backward again. ``autograd.grad`` returns the gradients as
+    a layer receives them; ``out.backward`` would also add them into each input's
+    ``.grad``, more kernels in every timing. ``warm`` calls it once first."""
+    def prepare(x):
+        import torch
+
+        tensors = [torch.randn(shape(x), device=device(), dtype=dtype or torch.float32,
+                               requires_grad=True) for shape in shapes]
+        out = fn(*tensors)
+        call = functools.partial(torch.autograd.grad, out, tensors, torch.randn_like(out),
+                                 retain_graph=True)
+        if warm:
+            call()
+        return call
+    return prepare
+
+
 def random_inputs_each(fns: dict[str, Callable[..., object]], *shapes: Callable[[object], tuple],
                        dtype=None, warm: bool = False) -> dict:
     """Sweep variants, one per name of ``fns``, each :func:`random_inputs` of its function
