@@ -481,3 +481,13 @@ def test_the_roofline_legend_shows_each_kernels_mark_at_the_foot_of_its_line():
         # the same marker, hollow, on the same dotted line as at the foot of the vertical
         assert entry.get_marker() == foot.get_marker()
         assert entry.get_markerfacecolor() == foot.get_markerfacecolor() == "white"
+        assert entry.get_linestyle() == ":"
+
+
+def test_a_page_that_sweeps_through_the_device_and_roofline_helpers_has_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("sizes = measure_device_sizes(bench)")
+    assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
+    assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
+    assert not _calls_sweep("figure = roofline(placed, costs, copy)")
