@@ -168,8 +168,7 @@ print(f"3 passes over 4 blocks, each program's sum that of block p % 4: "
       f"{torch.allclose(sums, blocks.expand(3, 4), rtol=1e-5, atol=1e-4)}")
 
 # %%
-# The sweep, each GPU's L2 marked on the plot, and the two rates read off it (from HBM:
-# the largest set; from L2: the median of 4 MiB to half of L2):
+# The sweep, each GPU's L2 marked on the plot, and the two rates read off it:
 
 sweep_working_sets(bench, "read bandwidth against working-set size", working_sets,
                    read_working_set, passes, sizes)
@@ -278,4 +277,6 @@ print(f"{rows} x {cols} float32: the chain moves {chain_bytes / 1e6:.1f} MB in "
 # :func:`triton_guide.softmax_naive`, :func:`triton_guide.matmul`,
 # :func:`triton_guide.attention`, :func:`triton_guide.traffic.count_bytes`,
 # :func:`triton_guide.traffic.read_working_set`,
-# :class:`triton_guide.benchmark.Benchmark`.
+# :class:`triton_guide.benchmark.Benchmark` (with
+# :func:`~triton_guide.benchmark.sweep_working_sets` and
+# :func:`~triton_guide.benchmark.place_on_roofline`).
