@@ -42,8 +42,6 @@ MEASUREMENT_IS_THE_LESSON = {
 }
 # page -> share of measurement and plotting lines when listed (this list can only shrink).
 OVER_THE_LIMIT: dict[str, float] = {
-    "basics/00_triton_pytorch_cuda.py": 0.60,
-    "basics/01_vector_add.py": 0.35,
     "core_kernels/01_matmul.py": 0.35,
     "core_kernels/02_softmax.py": 0.21,
     "debugging/03_performance_habits.py": 0.58,

@@ -417,3 +417,116 @@ def test_memory_bound_sweep_rates_the_work_in_gb_s_beside_a_same_bytes_copy(monk
     assert bench.options["gpu_time"] is True
     calls = bench.variants["ours"](2**20)  # cold copies: enough calls to overrun L2
     assert len(calls) == benchmark.copies_for_cold_cache(4 * 2**20) and calls[0]() == 2**20
+
+
+def test_random_inputs_each_gives_each_function_its_own_inputs_of_the_same_shapes():
+    seen = {"ours": [], "theirs": []}
+    fns = {name: (lambda *tensors, name=name: seen[name].append(tensors))
+           for name in ("ours", "theirs")}
+    variants = benchmark.random_inputs_each(fns, int, lambda n: (2, n), dtype=torch.float64)
+    assert list(variants) == ["ours", "theirs"]
+    for name, prepare in variants.items():
+        prepare(7)()
+    (a, b), = seen["ours"]
+    (c, d), = seen["theirs"]
+    assert a.shape == c.shape == (7,) and b.shape == d.shape == (2, 7)  # int: a vector
+    assert a.dtype == d.dtype == torch.float64
+    assert not torch.equal(a, c)  # each variant draws its own tensors
+
+
+class _Sweeps:
+    """Stands in for a Benchmark: sweep returns the given results and keeps its arguments;
+    ceilings returns the given copy ceilings by GPU."""
+
+    def __init__(self, results, copy=None):
+        self.results, self.copy, self.calls = results, copy or {}, []
+
+    def sweep(self, title, xs, variants, rate, **options):
+        self.calls.append((title, list(xs), variants, rate, options))
+        return self.results
+
+    def ceilings(self, kind):
+        assert kind == "copy"
+        return {gpu: Ceiling(kind="copy", label="copy", value=value, unit="GB/s")
+                for gpu, value in self.copy.items()}
+
+
+def test_sweep_working_sets_reads_hbm_l2_and_the_smallest_set_off_each_gpu(capsys):
+    xs = [0.25, 1.0, 4.0, 8.0, 16.0, 64.0, 256.0]
+    results = synthetic({"Synthetic A100": {"read": [900.0, 700.0, 500.0, 400.0, 300.0,
+                                                     120.0, 110.0]},
+                         "Synthetic B200": {"read": [800.0, 600.0, 450.0, 350.0, 250.0,
+                                                     200.0, 150.0]}}, xs=xs, label="MiB")
+    bench = _Sweeps(results)
+    sizes = {"Synthetic A100": {"L2 cache (MiB)": 32.0}}  # no sizes of the B200
+    read = []
+    levels = benchmark.sweep_working_sets(bench, "levels", xs, lambda data, p: read.append(
+        (data.numel(), p)), lambda mib: int(1024 // mib), sizes)
+    assert levels is results
+    title, swept, variants, rate, options = bench.calls[0]
+    assert (title, swept, list(variants)) == ("levels", xs, ["read"])
+    assert options["ceiling"] == "copy" and options["unit"] == "GB/s"
+    variants["read"](0.25)()  # 0.25 MiB of float32, read 4096 times
+    assert read == [(2**16, 4096)]
+    assert rate(1.0, 1.0) == pytest.approx(benchmark.gb_per_s(2**20 * 1024, 1.0))
+    # A100: sets of 4 to 16 MiB (half its L2) read 500, 400, 300: the median 400 over HBM's
+    # 110 at 256 MiB; without the B200's L2 size, no L2 rate is read off it.
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100: 256 MiB (from HBM) 110 GB/s, 110% of the copy; 4 MiB to L2/2 (from "
+        "L2): 400 GB/s, 3.6x HBM; smallest set 900 GB/s",
+        "Synthetic B200: 256 MiB (from HBM) 150 GB/s, 150% of the copy"]
+
+
+def test_place_on_roofline_sweeps_the_named_kernels_and_prints_in_the_tables_precision(
+        capsys):
+    from triton_guide.traffic import Cost
+
+    costs = {"stream": Cost(flops=1e9, bytes=1e10), "product": Cost(flops=1e12, bytes=1e9)}
+    runs = [benchmark.Run(gpu="Synthetic A100", slug="synthetic-a100", live=False,
+                          provenance="synthetic", xs=list(costs),
+                          series={"achieved": [0.25, 150.0]}, unit="TFLOP/s",
+                          ceiling=Ceiling(kind="gemm_fp16", label="gemm", value=300.0,
+                                          unit="TFLOP/s"))]
+    results = benchmark.Results("kernels", label="kernel", xlabel="kernel", unit="TFLOP/s",
+                                logx=False, runs=runs)
+    bench = _Sweeps(results, copy={"Synthetic A100": 2500.0})
+    assert benchmark.place_on_roofline(bench, "kernels", costs, lambda name: None) is results
+    title, swept, variants, rate, options = bench.calls[0]
+    assert (title, swept, list(variants)) == ("kernels", ["stream", "product"], ["achieved"])
+    assert options["ceiling"] == "gemm_fp16" and options["logx"] is False
+    assert rate("product", 1.0) == pytest.approx(benchmark.tflop_per_s(1e12, 1.0))
+    # 0.25 in the table's one decimal (the column's largest is 150): 0.2, as the table says.
+    # Roofs: 0.1 FLOP/byte x 2500 GB/s = 0.25 TFLOP/s; the product's, 300 (the flat part).
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100: copy 2,500 GB/s, fp16 GEMM 300 TFLOP/s: ridge point 120 FLOP/byte",
+        "  stream                              0.2 TFLOP/s,  100% of its roof",
+        "  product                           150.0 TFLOP/s,   50% of its roof"]
+
+
+def test_the_roofline_legend_shows_each_kernels_mark_at_the_foot_of_its_line():
+    from triton_guide.traffic import Cost
+
+    costs = {"stream": Cost(flops=1e9, bytes=1e10), "product": Cost(flops=1e12, bytes=1e9)}
+    empty = benchmark.Results("kernels", label="kernel", xlabel="kernel", unit="TFLOP/s",
+                              logx=False, runs=[])
+    figure = benchmark.roofline(empty, costs, {})
+    axes = figure.axes[0]
+    feet = [line for line in axes.lines if line.get_marker() not in ("None", None, "")]
+    legend = axes.get_legend()
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["each kernel's marker;\ndotted: its intensity", "stream", "product"]
+    assert len(feet) == len(costs)
+    for foot, entry in zip(feet, legend.legend_handles[1:]):
+        # the same marker, hollow, on the same dotted line as at the foot of the vertical
+        assert entry.get_marker() == foot.get_marker()
+        assert entry.get_markerfacecolor() == foot.get_markerfacecolor() == "white"
+        assert entry.get_linestyle() == ":"
+
+
+def test_a_page_that_sweeps_through_the_device_and_roofline_helpers_has_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("sizes = measure_device_sizes(bench)")
+    assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
+    assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
+    assert not _calls_sweep("figure = roofline(placed, costs, copy)")

@@ -394,6 +394,7 @@ def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys,
     printed = capsys.readouterr().out
     assert ("Synthetic B200: 108 SMs, L2 126 MiB, shared memory nan KiB per SM, HBM 80 GiB"
             in printed.splitlines())
+    assert "property" not in printed  # printed once: a line per GPU, no table beside it
     assert store.STALE not in printed and "kernel changed since" not in printed
 
 

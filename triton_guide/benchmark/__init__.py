@@ -65,6 +65,7 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
 from .device import DEVICE_SIZES, measure_device_sizes
+from .device import sweep_working_sets
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
                       mark_each_gpu)
@@ -76,6 +77,7 @@ from .readings import (print_at_ceilings, print_best_and_worst, print_call_floor
                        print_share_range, print_step_gains, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
+from .roofline import place_on_roofline
 from .runs import Results, Run
 from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
@@ -88,6 +90,7 @@ from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time,
 from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
 from .pictures import draw_key_masks
 from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
+from .variants import random_inputs_each
 
 __all__ = [
     # timing
@@ -120,4 +123,8 @@ __all__ = [
     "sdpa_backends", "attention_sweep", "SDPA_BACKENDS", "BACKWARD_FLOPS_OVER_FORWARD",
     # attention masks as pictures; same-bytes copies and memory-bound sweeps
     "draw_key_masks", "same_bytes_copy", "memory_bound_sweep", "SAME_BYTES_COPY",
+    # a sweep over working sets of the memory hierarchy; kernels placed on the roofline
+    "sweep_working_sets", "place_on_roofline",
+    # one sweep variant per function, each on random inputs of the same shapes
+    "random_inputs_each",
 ]

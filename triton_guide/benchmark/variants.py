@@ -187,3 +187,13 @@ def memory_bound_sweep(bench, title: str, xs, variants: dict, work: Callable[[ob
     return bench.sweep(title, xs, variants, lambda x, ms: gb_per_s(work(x), ms), label=label,
                        unit="GB/s", ceiling="copy", xlabel=xlabel, logx=logx,
                        gpu_time=gpu_time)
+
+
+def random_inputs_each(fns: dict[str, Callable[..., object]], *shapes: Callable[[object], tuple],
+                       dtype=None, warm: bool = False) -> dict:
+    """Sweep variants, one per name of ``fns``, each :func:`random_inputs` of its function
+    with the same ``shapes``, ``dtype`` and ``warm``: the functions compared on inputs of
+    one kind, each call on tensors of its own. A shape function may return an int, the
+    length of a vector: ``int`` itself as a shape gives a vector of x elements."""
+    return {name: random_inputs(fn, *shapes, dtype=dtype, warm=warm)
+            for name, fn in fns.items()}
