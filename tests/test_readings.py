@@ -530,3 +530,26 @@ def test_a_page_that_sweeps_through_the_device_and_roofline_helpers_has_benchmar
     assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
     assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
     assert not _calls_sweep("figure = roofline(placed, costs, copy)")
+
+
+def test_random_inputs_by_setting_passes_x_as_the_setting_on_inputs_of_fixed_shapes():
+    seen = {"ours": [], "theirs": []}
+    fns = {"ours": lambda a, b, stages: seen["ours"].append((a, b, stages)) or stages,
+           "theirs": lambda a, b, stages: seen["theirs"].append((a, b, stages)) or 0}
+    variants = benchmark.random_inputs_by_setting(fns, "stages", 5, (2, 3),
+                                                  dtype=torch.float64, warm=True)
+    assert list(variants) == ["ours", "theirs"]
+    call = variants["ours"](4)
+    assert len(seen["ours"]) == 1  # the warm-up call, before any timing
+    assert call() == 4 and len(seen["ours"]) == 2
+    a, b, stages = seen["ours"][1]
+    assert stages == 4 and a is seen["ours"][0][0]  # x as the keyword, the same inputs
+    assert a.shape == (5,) and b.shape == (2, 3)  # the shapes do not follow x
+    assert a.dtype == b.dtype == torch.float64
+    variants["ours"](1)()
+    assert seen["ours"][-1][2] == 1 and seen["ours"][-1][0].shape == (5,)
+    assert not torch.equal(seen["ours"][-1][0], a)  # each x draws fresh inputs
+    cold = benchmark.random_inputs_by_setting(fns, "stages", 3, 3)["theirs"](2)
+    assert seen["theirs"] == []  # not warmed: nothing runs until the callable is called
+    cold()
+    assert seen["theirs"][0][0].dtype == torch.float32 and seen["theirs"][0][2] == 2

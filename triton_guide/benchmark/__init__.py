@@ -91,6 +91,7 @@ from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, s
 from .pictures import draw_key_masks
 from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
 from .variants import random_inputs_each
+from .variants import random_inputs_by_setting
 
 __all__ = [
     # timing
@@ -127,4 +128,6 @@ __all__ = [
     "sweep_working_sets", "place_on_roofline",
     # one sweep variant per function, each on random inputs of the same shapes
     "random_inputs_each",
+    # sweep variants over a setting of the call (x: a block size, a stage count)
+    "random_inputs_by_setting",
 ]

@@ -197,3 +197,27 @@ def random_inputs_each(fns: dict[str, Callable[..., object]], *shapes: Callable[
     length of a vector: ``int`` itself as a shape gives a vector of x elements."""
     return {name: random_inputs(fn, *shapes, dtype=dtype, warm=warm)
             for name, fn in fns.items()}
+
+
+def random_inputs_by_setting(fns: dict[str, Callable[..., object]], setting: str,
+                             *shapes: tuple | int, dtype=None, warm: bool = False) -> dict:
+    """Sweep variants whose x is a setting of the call, not its size (a block size, a stage
+    count), one per name of ``fns``: given x, each draws one standard-normal tensor of each
+    of the fixed ``shapes`` (an int is a vector's length; float32 unless ``dtype``, on the
+    kernels' device) and returns the callable ``fn(*tensors, **{setting: x})``. A function
+    that the setting does not change (a library's kernel beside ours) takes the keyword and
+    ignores it. ``warm`` calls each once first, so that compiling happens before any timing
+    starts."""
+    def variant(fn):
+        def prepare(x):
+            import torch
+
+            tensors = [torch.randn(shape, device=device(), dtype=dtype or torch.float32)
+                       for shape in shapes]
+            call = functools.partial(fn, *tensors, **{setting: x})
+            if warm:
+                call()
+            return call
+        return prepare
+    return {name: variant(fn) for name, fn in fns.items()}
+
