@@ -553,3 +553,51 @@ def test_random_inputs_by_setting_passes_x_as_the_setting_on_inputs_of_fixed_sha
     assert seen["theirs"] == []  # not warmed: nothing runs until the callable is called
     cold()
     assert seen["theirs"][0][0].dtype == torch.float32 and seen["theirs"][0][2] == 2
+
+
+def test_compute_bound_sweep_rates_the_flops_in_tflop_s_and_times_cold_copies_on_the_gpu():
+    class Bench:  # takes what the helper hands to Benchmark.sweep
+        def sweep(self, title, xs, variants, rate, **options):
+            self.title, self.xs, self.variants, self.rate, self.options = (
+                title, xs, variants, rate, options)
+            return "results"
+
+    bench = Bench()
+    ours = lambda x: (lambda: x)  # noqa: E731
+    assert benchmark.compute_bound_sweep(bench, "t", [1, 2], {"ours": ours}, lambda x: 2e12,
+                                         label="num_stages", logx=False) == "results"
+    assert bench.title == "t" and bench.xs == [1, 2] and bench.variants["ours"] is ours
+    assert bench.rate(1, 4.0) == benchmark.tflop_per_s(2e12, 4.0) == pytest.approx(500.0)
+    assert bench.options == dict(label="num_stages", unit="TFLOP/s", ceiling="gemm_fp16",
+                                 xlabel=None, logx=False, gpu_time=False)
+    benchmark.compute_bound_sweep(bench, "t", [3], {"ours": ours}, lambda x: 1.0,
+                                  label="n", ceiling="gemm_bf16", cold_bytes=lambda x: 2**20)
+    assert bench.options["gpu_time"] is True and bench.options["ceiling"] == "gemm_bf16"
+    calls = bench.variants["ours"](3)  # cold copies: enough calls to overrun L2
+    assert len(calls) == benchmark.copies_for_cold_cache(2**20) and calls[0]() == 3
+
+
+def test_share_and_gain_read_the_best_stage_its_gain_over_the_first_and_one_step(capsys):
+    results = synthetic({"Synthetic A100": {"4 warps": [30.0, 90.0, 80.0],
+                                            "8 warps": [50.0, 50.0, 110.0],
+                                            "cuBLAS": [100.0, 100.0, 110.0]}},
+                        xs=[1, 2, 3], label="num_stages")
+    found = benchmark.print_share_and_gain(results, "cuBLAS", step_to=3)
+    assert found == {"Synthetic A100": {"4 warps": {1: 0.3, 2: 0.9, 3: 80.0 / 110.0},
+                                        "8 warps": {1: 0.5, 2: 0.5, 3: 1.0}}}
+    # gains are ratios of shares: 8 warps' step from 2 to 3 is 1.0 / 0.5, not 110 / 50
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100",
+        "  4 warps                    best  90% of cuBLAS at num_stages 2 (3.00x its share at "
+        "1), worst  30% at 1; from 2 to 3: 0.81x",
+        "  8 warps                    best 100% of cuBLAS at num_stages 3 (2.00x its share at "
+        "1), worst  50% at 1; from 2 to 3: 2.00x"]
+    benchmark.print_share_and_gain(results, "cuBLAS", step_to=1)  # no x before the first
+    assert "from" not in capsys.readouterr().out
+
+
+def test_a_page_that_sweeps_through_compute_bound_sweep_has_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("runs = compute_bound_sweep(bench, 't', [1], {}, flops, label='n')")
+    assert not _calls_sweep("runs = random_inputs_by_setting({}, 'num_stages', 8)")

@@ -92,6 +92,8 @@ from .pictures import draw_key_masks
 from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
 from .variants import random_inputs_each
 from .variants import random_inputs_by_setting
+from .variants import compute_bound_sweep
+from .readings import print_share_and_gain
 
 __all__ = [
     # timing
@@ -128,6 +130,7 @@ __all__ = [
     "sweep_working_sets", "place_on_roofline",
     # one sweep variant per function, each on random inputs of the same shapes
     "random_inputs_each",
-    # sweep variants over a setting of the call (x: a block size, a stage count)
-    "random_inputs_by_setting",
+    # sweep variants over a setting of the call (x: a block size, a stage count), a sweep in
+    # TFLOP/s under a GEMM ceiling, and its reading per setting against a vendor's kernel
+    "random_inputs_by_setting", "compute_bound_sweep", "print_share_and_gain",
 ]

@@ -337,3 +337,32 @@ def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, s
         print(f"{run.gpu}, {ours[0]}:\n  " + "\n  ".join(
             lines or ["no GPU-time recording of this GPU to set beside"]))
     return found
+
+
+def print_share_and_gain(results, reference: str, *, step_to=None
+                         ) -> dict[str, dict[str, dict]]:
+    """Print, for each GPU and each variant other than ``reference``, over a sweep of a
+    setting (x: a stage count, a block size): its best and worst share of ``reference``'s
+    rate and at which x, what its best x gained over the first x, and, with ``step_to`` (an
+    x where something changes), what it gained there over the x before. Gains are ratios
+    of shares, each taken against ``reference`` timed at the same x, so that a drift of the
+    GPU's clock through the sweep cancels. Return ``{gpu: {variant: {x: share}}}``, as
+    :func:`print_share_range` does."""
+    found = {}
+    for run in results:
+        print(run.gpu)
+        found[run.gpu] = {}
+        for name in (variant for variant in run.series if variant != reference):
+            share = found[run.gpu][name] = {x: ours / theirs for x, ours, theirs
+                                            in zip(run.xs, run[name], run[reference])}
+            best, worst = max(share, key=share.get), min(share, key=share.get)
+            first = run.xs[0]
+            line = (f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
+                    f"{format_x(best)} ({share[best] / share[first]:.2f}x its share at "
+                    f"{format_x(first)}), worst {share[worst]:4.0%} at {format_x(worst)}")
+            if step_to in run.xs[1:]:
+                before = run.xs[run.xs.index(step_to) - 1]
+                line += (f"; from {format_x(before)} to {format_x(step_to)}: "
+                         f"{share[step_to] / share[before]:.2f}x")
+            print(line)
+    return found

@@ -351,7 +351,7 @@ def _timings_from_store() -> bool:
 # Helpers of this package that run a sweep of the Benchmark they are given: a page that
 # calls one has benchmarks, though it may call no ``.sweep`` itself.
 SWEEPING_HELPERS = ("attention_sweep", "memory_bound_sweep", "measure_device_sizes",
-                    "sweep_working_sets", "place_on_roofline")
+                    "sweep_working_sets", "place_on_roofline", "compute_bound_sweep")
 
 
 def _calls_sweep(source: str) -> bool:

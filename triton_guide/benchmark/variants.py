@@ -221,3 +221,24 @@ def random_inputs_by_setting(fns: dict[str, Callable[..., object]], setting: str
         return prepare
     return {name: variant(fn) for name, fn in fns.items()}
 
+
+
+def compute_bound_sweep(bench, title: str, xs, variants: dict, flops: Callable[[object], float],
+                        *, label: str, xlabel: str | None = None, ceiling: str = "gemm_fp16",
+                        cold_bytes: Callable[[object], float] | None = None,
+                        logx: bool = True):
+    """``bench.sweep`` (:meth:`~triton_guide.benchmark.Benchmark.sweep`) of compute-bound
+    ``variants`` (sweep variants: given x, the callable to time) in TFLOP/s of ``flops(x)``,
+    one call's floating-point operations, under ``ceiling`` (a GEMM ceiling). With
+    ``cold_bytes`` (given x, the bytes of one call's inputs) it times the GPU alone
+    (``gpu_time``): every variant times calls on as many fresh inputs as overrun the L2
+    cache together (:func:`on_cold_copies`). Without, each call is timed as a program makes
+    it. Returns the :class:`~triton_guide.benchmark.Results`, live or recorded."""
+    from .timing import tflop_per_s
+
+    if cold_bytes is not None:
+        variants = {name: on_cold_copies(prepare, cold_bytes)
+                    for name, prepare in variants.items()}
+    return bench.sweep(title, xs, variants, lambda x, ms: tflop_per_s(flops(x), ms),
+                       label=label, unit="TFLOP/s", ceiling=ceiling, xlabel=xlabel, logx=logx,
+                       gpu_time=cold_bytes is not None)
