@@ -44,7 +44,6 @@ MEASUREMENT_IS_THE_LESSON = {
 OVER_THE_LIMIT: dict[str, float] = {
     "core_kernels/01_matmul.py": 0.35,
     "hopper/01_matmul_full_speed.py": 0.32,
-    "hopper/02_pipelining.py": 0.38,
     "hopper/04_gluon_matmul.py": 0.28,
 }
 
