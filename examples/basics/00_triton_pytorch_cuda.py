@@ -102,9 +102,9 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
 # * **Shared memory / L1**, one per streaming multiprocessor (SM): one on-chip memory
 #   split between the L1 cache and shared memory (256 KiB per SM on the H100, per
 #   NVIDIA's H100 Tensor Core GPU Architecture whitepaper; the most of it that can be
-#   shared memory, in KiB, is printed below). Shared memory is a scratchpad that the threads of one thread block
-#   (one Triton program) share. In CUDA you decide what goes there; in Triton the
-#   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
+#   shared memory, in KiB, is printed below). Shared memory is a scratchpad that the
+#   threads of one thread block (one Triton program) share. In CUDA you decide what goes
+#   there; in Triton the compiler does. The blocks of an element-wise kernel or of a softmax row stay in
 #   registers. Triton uses shared memory for the tiles of a matrix product (``tl.dot``,
 #   the block-times-block product), for tiles loaded ahead of the step that uses them
 #   (so loading and computing overlap), and for values that must pass between the warps

@@ -202,9 +202,9 @@ print(f"backward, {ROWS} rows, {bench_programs} programs"
 # %%
 # The calls to time, given a hidden size, each on fresh bfloat16 inputs: the forward
 # (``random_inputs``), or the backward through ``torch.autograd.grad`` as training runs it
-# (``random_inputs_backward``); and a copy of the same bytes. One sweep of them, in a direction,
-# timed as called or on the GPU alone (``memory_bound_sweep``: GB/s under the copy
-# ceiling, beside the copy):
+# (``random_inputs_backward``); and a copy of the same bytes. One sweep of them, in a
+# direction, timed as called or on the GPU alone (``memory_bound_sweep``: GB/s under the
+# copy ceiling, beside the copy):
 row, vector = (lambda hidden: (ROWS, hidden)), (lambda hidden: (hidden,))
 norms = {"layer_norm": (layer_norm, [row, vector, vector]),
          "torch layer_norm": (lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b),

@@ -322,8 +322,8 @@ print(f"its pick for n = {n:,} of the {tried} configuration(s) it has here: "
 #   for 8 times as many sectors per useful byte, and the column walk stayed at about the
 #   same low bandwidth at every size, on both GPUs.
 # * Measure what a mask costs before removing it (each variant's share of the branch's
-#   rate is printed above). At a length that does not divide by 16 the mask also loses the 16-byte
-#   loads, and a branch that leaves full blocks unmasked keeps them.
+#   rate is printed above). At a length that does not divide by 16 the mask also loses
+#   the 16-byte loads, and a branch that leaves full blocks unmasked keeps them.
 # * Read the PTX to see what the compiler made of a kernel: whether loads are 16 bytes
 #   wide depends on what it knows about lengths and pointers.
 # * Autotuning costs compilations and timings on the first call of every new key.
