@@ -292,7 +292,8 @@ def test_at_ceilings_turns_bytes_and_flops_into_milliseconds_on_gpus_with_both(c
     # 8 GB at 2000 GB/s: 4 ms; 1 TFLOP at 500 TFLOP/s: 2 ms. B200 has no GEMM ceiling.
     assert found == {"Synthetic A100": pytest.approx({"the traffic": 4.0, "the math": 2.0})}
     assert capsys.readouterr().out.strip() == (
-        "Synthetic A100 (2,000 GB/s, 500 TFLOP/s): the traffic 4 ms, the math 2 ms")
+        "Synthetic A100 (2,000 GB/s, 500 TFLOP/s): the traffic 4 ms, the math 2 ms; "
+        "the longest: the traffic, 2.0x the math")
 
 
 def test_host_and_gpu_set_both_times_beside_the_sweeps_time_per_call(capsys):
@@ -601,3 +602,12 @@ def test_a_page_that_sweeps_through_compute_bound_sweep_has_benchmarks():
 
     assert _calls_sweep("runs = compute_bound_sweep(bench, 't', [1], {}, flops, label='n')")
     assert not _calls_sweep("runs = random_inputs_by_setting({}, 'num_stages', 8)")
+
+
+def test_a_column_of_whole_numbers_prints_without_decimals():
+    from triton_guide.benchmark.tables import _decimals
+
+    assert _decimals([1.0, 19.0, float("nan")]) == 0  # counts: "1 | 19", not "1.00 | 19.0"
+    assert _decimals([1.0, 19.5]) == 1
+    assert _decimals([0.25, 0.5]) == 3  # three significant digits of the largest
+    assert _decimals([float("nan")]) == 2  # nothing to go by

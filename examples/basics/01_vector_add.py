@@ -148,7 +148,8 @@ print(f"{bytes_per_element} bytes moved per element for one addition: "
       f"{1 / bytes_per_element:.3f} FLOP per byte")
 sizes = [2**k for k in range(12, 29, 2)]
 adds = {"triton_guide": vector_add, "torch": torch.add}  # torch.add(x, y) is x + y
-# Each on two fresh float32 vectors of n elements (a shape of int(n)):
+# Each called on two fresh random float32 inputs, each of shape int(n): a vector of n
+# elements (random_inputs_each takes one shape function per input):
 results = bench.sweep("vector add", sizes, random_inputs_each(adds, int, int),
                       lambda n, ms: gb_per_s(bytes_per_element * n, ms), label="n",
                       unit="GB/s", ceiling="copy", xlabel="elements (float32)")
@@ -162,11 +163,12 @@ results.compare("triton_guide", "torch", work=lambda n: bytes_per_element * n)
 # * Offsets = ``program_id * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)``; mask = ``offsets < n``.
 # * A program runs as one CUDA thread block; its threads share the block's lanes.
 # * An element-wise kernel is memory bound: its speed is bytes moved over time, and at
-#   large sizes a good one runs as fast as PyTorch's. At smaller sizes a call's time is
-#   mostly fixed costs (the launch, the host's Python) rather than the kernel's: the range
-#   of the ratio there is printed for each GPU under the table, leaving out readings that
-#   took longer than a call moving more bytes, which say more about the run than the
-#   kernel.
+#   large sizes a good one runs as fast as PyTorch's. At smaller sizes a call's time can
+#   be mostly fixed costs (the launch, the host's Python) rather than the kernel's: the
+#   range of the ratio there is printed for each GPU under the plot's table, leaving out
+#   readings that took longer than a call moving more bytes, which say more about the
+#   run than the kernel. The :ref:`host-time page
+#   <sphx_glr_auto_examples_debugging_04_host_time.py>` times the two apart.
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
 # :func:`triton_guide.testing.assert_close`.

@@ -48,7 +48,8 @@ device = runtime.device()
 # its own). For a typical long-context shape those matrices dwarf the inputs. The rates
 # that turn bytes and FLOPs into time are each GPU's two ceilings, a 1 GiB
 # device-to-device copy and a large cuBLAS product, measured live on this build's GPU or
-# recorded on the others:
+# recorded on the others. Whichever of the two times is the longer sets the pace: where
+# it is the traffic, the naive version is bound by memory, however fast the tensor cores:
 
 BATCH, HEADS, HEAD_DIM, N = 4, 32, 128, 16384
 element_bytes = 2  # float16
@@ -268,10 +269,12 @@ for causal in (False, True):
 # -------------------
 # Every step, forward and not causal, in float16 at N = 4096, next to PyTorch's
 # ``scaled_dot_product_attention`` forced onto its FlashAttention-2 backend (written for
-# the GPUs before Hopper: no TMA, no ``wgmma``) and its cuDNN backend (which uses both),
-# timed in the same run on fresh q, k and v (:func:`~triton_guide.benchmark.attention_sweep`
-# adds both backends; :doc:`/measuring` says how calls are timed). FLOPs count
-# ``4 B H N^2 D`` for every variant.
+# the GPUs before Hopper: no TMA, no ``wgmma``, Hopper's warp-group matrix multiply) and
+# its cuDNN backend (which uses both), timed in the same run on fresh q, k and v
+# (:func:`~triton_guide.benchmark.attention_sweep` adds both backends; :doc:`/measuring`
+# says how calls are timed). FLOPs count ``4 B H N^2 D`` for every variant. The sweep
+# against SDPA further down times N = 4096 again, in a run of its own: the same call's
+# two readings can differ by a few percent.
 
 ladder_steps = {"step 1 PyTorch": attention_reference, "step 2 two passes": attention_two_pass,
                 "step 3 one pass": attention_online, "step 4 production": attention}
@@ -300,7 +303,7 @@ print_memory_cap(ladder, "step 3 one pass", step_3_bytes, bench.ceilings("copy")
 # %%
 # Step 2 to step 3 drops the first pass over the keys: a third of the matrix products and
 # a second exponential of every score. Where step 3 ran faster than memory alone allows,
-# part of its reads came from the L2 cache (50 MB on an H100), since the programs of one
+# part of its reads came from the L2 cache (50 MiB on an H100), since the programs of one
 # head run together and read the same K and V: memory could deliver only
 # ``cap / measured`` of the bytes in the time, so at least ``1 - cap / measured`` came
 # from L2.

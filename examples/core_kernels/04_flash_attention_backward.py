@@ -188,7 +188,7 @@ for n in (1024, 4096, 16384):
 # BLOCK_M)`` elements. Counted as if every one of those reads came from memory, it moves
 # between about as many bytes as the naive kernel (S and P written and read, ``4 N^2``)
 # and half as many, and would be memory bound. The programs of one head run together and
-# read the same K and V, which are small next to the L2 cache (50 MB on an H100), and the
+# read the same K and V, which are small next to the L2 cache (50 MiB on an H100), and the
 # :ref:`forward page <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>` measured
 # its one-pass kernel running faster than memory alone allows. Where re-reads hit in L2,
 # each input leaves memory once (last column), and the FLOPs per byte pass what a GPU
@@ -266,10 +266,11 @@ for name, results in sweeps.items():
     print_share_of(results, "SDPA cuDNN", context=name)
 
 # %%
-# Where ours falls below a baseline at the shortest length, the host's share (above) is
-# the first suspect. At the longest length, compare the forward's ratio to cuDNN with the
-# backward's: our backward does seven matrix products where cuDNN's counts five, and the
-# FLOP rate counts only the five.
+# At the shortest length, each call is timed with the host's work in it (autograd, the
+# launches); ``benchmarks/report.py`` prints GPU time beside it. At the longest length,
+# compare the forward's ratio to cuDNN with the backward's: our backward does seven matrix
+# products where the FLOP count has five, so at the same speed per product it would show
+# 5/7, about 0.71, of the rate of a backward that does five.
 
 # %%
 # Takeaways

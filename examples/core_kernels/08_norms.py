@@ -188,8 +188,10 @@ for dtype in (torch.float32, torch.float16):
 # write ``dx``. GB/s counts those bytes for every variant, and leaves out the weight, the
 # statistics and our backward's float32 partial sums, whose share (next line) grows with
 # the programs against the rows. Beside the 1 GiB copy ceiling (the wide pale line), one
-# more variant is a copy of the same bytes as the norm at each size: the fairer roof at
-# small sizes, where fixed costs weigh more. How the site times: :doc:`/measuring`.
+# more variant is a copy of the same bytes as the norm at each size: a yardstick at
+# small sizes, where fixed costs weigh more and even a copy falls short of the ceiling. It
+# is PyTorch's copy kernel, not a bound: a kernel can beat it where its own launch fits
+# the size better. How the site times: :doc:`/measuring`.
 
 ROWS, hiddens = 4096, [1024, 2048, 4096, 8192, 16384]
 TRIPS = {"forward": 2, "backward": 3}  # passes over x's size: x, y; x, dy, dx
@@ -257,13 +259,12 @@ backward.per_call(["rms_norm", "torch rms_norm", SAME_BYTES_COPY], work=work)
 # time shorter than the cache clearing it runs before each call; what shows is the host
 # time beyond it.
 #
-# Where our backward's time grows with the bytes, its ratio to the copy is the kernel's;
-# where it does not, the ratio is a floor for the kernel. If the backward kernel falls
-# further short of the copy than the forward, part of the gap is the partial sums its
-# rate does not count, and a likely reason for the rest is its loop: each program walks
-# its rows one at a time, and each row's sums must finish before its ``dx`` is written,
-# so few bytes are in flight on each SM. Giving every program several rows per step is
-# the change to try; it has not been made yet.
+# So read the growth line before the ratios: where our backward's time grows with the
+# bytes, its ratio to the copy is the kernel's; where it grows far less than the 16x of
+# the bytes, the call's fixed cost sets the time, and the ratio is a floor for the
+# kernel, not its measure. This page
+# does not time the backward kernel alone: the CUDA graph that would leave the host out
+# cannot hold autograd's calls.
 
 # %%
 # Takeaways

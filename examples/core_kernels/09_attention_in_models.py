@@ -115,10 +115,11 @@ roofline(placed, costs, {run.slug: copy_roofs[run.gpu].value for run in placed})
 # %%
 # Below its ridge point a case can go no faster than it reads its bytes, so its share of
 # the roof is the share of the copy bandwidth at which it reads them, and its time is its
-# bytes over that rate. Where two cases reach about the same share, their times follow
-# their bytes: MHA reads 8x the bytes of GQA 8:1, which reads 4x those of MQA. GQA with 16
-# queries reads the bytes of GQA with one, for 16x the FLOPs: its time over one query's is
-# one query's share over its own.
+# bytes over that rate. So two cases at the same share take times in the ratio of their
+# bytes (MHA reads 8x the bytes of GQA 8:1, which reads 4x those of MQA), and a case at a
+# lower share takes longer than its bytes alone say, by the ratio of the shares. GQA with
+# 16 queries reads the bytes of GQA with one for 16x the FLOPs: at the same share it would
+# take the same time; the printed shares say how close it comes.
 
 # %%
 # Flash-decoding, step 1: one program per block of queries
@@ -177,7 +178,8 @@ plain_mean = sum(out for out, _ in parts) / len(parts)
 print(f"4 chunks of 250 keys merged by log-sum-exp: relative error "
       f"{(merged - whole).norm() / whole.norm():.1e}, lse off by at most "
       f"{(lse - whole_lse).abs().max():.1e}")
-print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / whole.norm():.2f}")
+print(f"the chunks' outputs averaged instead: relative error "
+      f"{(plain_mean - whole).norm() / whole.norm():.2f}")
 
 # %%
 # The combine kernel does the same from the unnormalised partials, as the online softmax

@@ -227,8 +227,9 @@ def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
                       ) -> dict[str, dict[str, float]]:
     """Print, for each GPU that has every ceiling ``amounts`` names (live or recorded:
     :meth:`~triton_guide.benchmark.Benchmark.ceilings`), how long each amount of work
-    takes at its ceiling. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``,
-    e.g. ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
+    takes at its ceiling, and which takes longest, over the next longest: the one that
+    sets the time. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``, e.g.
+    ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
     ``{gpu: {label: milliseconds}}``."""
     kinds = list(dict.fromkeys(kind for _, kind in amounts.values()))
     roofs = {kind: bench.ceilings(kind) for kind in kinds}
@@ -239,8 +240,18 @@ def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
                       for label, (amount, kind) in amounts.items()}
         print(f"{gpu} (" + ", ".join(f"{roofs[kind][gpu].value:,.0f} {roofs[kind][gpu].unit}"
                                      for kind in kinds) + "): " + ", ".join(
-            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items()))
+            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items())
+              + _longest(found[gpu]))
     return found
+
+
+def _longest(times: dict[str, float]) -> str:
+    """'; the longest: <label>, <ratio>x <next>' for two or more times, else ''."""
+    if len(times) < 2:
+        return ""
+    (first, longest), (second, after) = sorted(times.items(), key=lambda item: -item[1])[:2]
+    return f"; the longest: {first}, {longest / after:.1f}x {second}"
+
 
 
 # How :func:`~triton_guide.benchmark.host_and_gpu_time` names the two variants it makes

@@ -153,8 +153,8 @@ def same_bytes_copy(work: Callable[[object], float], dtype=None
     """A sweep variant: given x, a device-to-device copy that moves ``work(x)`` bytes in
     all, half read and half written (``dtype``, float32 unless given). Beside a
     memory-bound kernel whose rate counts ``work(x)`` bytes, it is the rate a plain copy
-    of the same bytes reaches at each x: a fairer roof than a large copy's where fixed
-    costs weigh."""
+    of the same bytes reaches at each x: a yardstick where fixed costs weigh, not a bound
+    (a kernel can beat PyTorch's copy at some sizes)."""
     def prepare(x):
         import torch
 
