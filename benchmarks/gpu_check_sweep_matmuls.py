@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triton_guide import matmul, matmul_reference  # noqa: E402
 from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs,  # noqa: E402
-                                    matmul_variant, sweep_matmuls, tflop_per_s)
+                                    matmul_variant, on_cold_copies, sweep_matmuls,
+                                    tflop_per_s)
 from triton_guide.testing import assert_close, tolerance  # noqa: E402
 
 SHAPES = {"4096^3": (4096, 4096, 4096), "2000x3000x1000": (2000, 3000, 1000)}
@@ -50,12 +51,14 @@ def checks(shapes=((333, 517, 1031), (1024, 1024, 1024)),
                     def kept(a, b):
                         seen.append((a, b))
                         return matmul(a, b)
-                    made = matmul_variant(kept, lambda x, shape=shape: shape, dtype=dtype,
-                                          b_by_columns=by_columns, cold=cold)("x")
+                    prepare = matmul_variant(kept, lambda x, shape=shape: shape, dtype=dtype,
+                                             b_by_columns=by_columns)
+                    m, n, k = shape
+                    made = (on_cold_copies(prepare, lambda x: (m * k + k * n) * dtype.itemsize)
+                            if cold else prepare)("x")
                     call = made[-1] if cold else made
                     out = call()
                     a, b = seen[-1]
-                    m, n, k = shape
                     entry = {"dtype": str(dtype), "b_by_columns": by_columns,
                              "shape": shape, "cold": cold,
                              "calls": len(made) if cold else 1}

@@ -41,18 +41,7 @@ MEASUREMENT_IS_THE_LESSON = {
     "debugging/04_host_time.py",  # three clocks, a profiler trace, launch paths
 }
 # page -> share of measurement and plotting lines when listed (this list can only shrink).
-OVER_THE_LIMIT: dict[str, float] = {
-    "basics/00_triton_pytorch_cuda.py": 0.60,
-    "basics/01_vector_add.py": 0.35,
-    "core_kernels/02_softmax.py": 0.22,
-    "core_kernels/03_flash_attention.py": 0.24,
-    "core_kernels/04_flash_attention_backward.py": 0.30,
-    "core_kernels/06_reductions.py": 0.23,
-    "core_kernels/08_norms.py": 0.38,
-    "core_kernels/09_attention_in_models.py": 0.58,
-    "debugging/03_performance_habits.py": 0.58,
-    "hopper/02_pipelining.py": 0.38,
-}
+OVER_THE_LIMIT: dict[str, float] = {}
 
 
 def _code(path: Path) -> str:

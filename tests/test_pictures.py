@@ -133,3 +133,16 @@ def test_tile_mask_greens_the_loaded_lanes():
     green = np.all(np.isclose(fills, to_rgb(pictures.LOADED)), axis=-1)
     assert np.array_equal(green, mask) and green.sum() == 3 * 5
     assert [label.get_text() for label in ax.get_xticklabels()] == [str(c) for c in cols]
+
+
+def test_key_masks_fill_what_each_query_sees_and_draw_the_bottom_right_diagonal():
+    seen = np.tril(np.ones((6, 4), dtype=bool), k=4 - 6)  # query i sees keys j <= i - 2
+    fig = pictures.draw_key_masks({"6 queries, 4 keys": seen, "all": np.ones((2, 3), bool)})
+    first, second = fig.axes
+    assert [first.get_title(), second.get_title()] == ["6 queries, 4 keys", "all"]
+    assert np.array_equal(first.get_images()[0].get_array(), seen)
+    (diagonal,) = first.get_lines()  # j = i + Nk - Nq: from (-0.5, 1.5) to (3.5, 5.5)
+    assert list(diagonal.get_xdata()) == [-0.5, 3.5]
+    assert list(diagonal.get_ydata()) == [1.5, 5.5]
+    assert first.get_ylim() == (5.5, -0.5)  # query 0 at the top
+    assert first.get_legend() is None and second.get_legend() is not None

@@ -292,7 +292,8 @@ def test_at_ceilings_turns_bytes_and_flops_into_milliseconds_on_gpus_with_both(c
     # 8 GB at 2000 GB/s: 4 ms; 1 TFLOP at 500 TFLOP/s: 2 ms. B200 has no GEMM ceiling.
     assert found == {"Synthetic A100": pytest.approx({"the traffic": 4.0, "the math": 2.0})}
     assert capsys.readouterr().out.strip() == (
-        "Synthetic A100 (2,000 GB/s, 500 TFLOP/s): the traffic 4 ms, the math 2 ms")
+        "Synthetic A100 (2,000 GB/s, 500 TFLOP/s): the traffic 4 ms, the math 2 ms; "
+        "the longest: the traffic, 2.0x the math")
 
 
 def test_host_and_gpu_set_both_times_beside_the_sweeps_time_per_call(capsys):
@@ -369,6 +370,249 @@ def test_host_and_gpu_time_names_host_variants_first_and_times_through_the_timer
         benchmark.copies_for_cold_cache(2**20))
 
 
+def test_distinct_results_counts_the_different_results_of_repeated_calls():
+    answers = iter([1.0, 2.0, 1.0, 3.0, 1.0])
+    count = benchmark.distinct_results(lambda x: lambda: torch.tensor(next(answers) * x), 5)(2)
+    assert count() == 3.0  # 2, 4, 2, 6, 2: three different sums
+    same = benchmark.distinct_results(lambda x: lambda: torch.tensor([x, 1.0]), 4)(7)
+    assert same() == 1.0
+    # whole results are compared, not their elements one by one
+    rows = iter([torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])])
+    assert benchmark.distinct_results(lambda x: lambda: next(rows), 2)(0)() == 2.0
+
+
+def test_same_bytes_copy_moves_the_bytes_of_the_work_half_read_half_written():
+    call = benchmark.same_bytes_copy(lambda n: 3 * n * 2, dtype=torch.bfloat16)(1000)
+    source = call.args[0]
+    target = call()  # copy_ returns the tensor it wrote
+    assert source.dtype == target.dtype == torch.bfloat16
+    assert 2 * source.numel() * source.element_size() == 3 * 1000 * 2
+    assert torch.equal(target, source) and target.data_ptr() != source.data_ptr()
+
+
+def test_memory_bound_sweep_rates_the_work_in_gb_s_beside_a_same_bytes_copy(monkeypatch):
+    class Bench:  # takes what the helper hands to Benchmark.sweep
+        def sweep(self, title, xs, variants, rate, **options):
+            self.title, self.xs, self.variants, self.rate, self.options = (
+                title, xs, variants, rate, options)
+            return "results"
+
+    def work(n):
+        return 4 * n
+
+    bench = Bench()
+    ours = lambda n: (lambda: n)  # noqa: E731
+    assert benchmark.memory_bound_sweep(bench, "t", [8, 16], {"ours": ours}, work,
+                                        label="n", xlabel="elements") == "results"
+    assert list(bench.variants) == ["ours"] and bench.variants["ours"] is ours
+    assert bench.rate(2**20, 1.0) == benchmark.gb_per_s(4 * 2**20, 1.0)
+    assert bench.options == dict(label="n", unit="GB/s", ceiling="copy", xlabel="elements",
+                                 logx=True, gpu_time=False)
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 copy_dtype=torch.float16)
+    assert list(bench.variants) == ["ours", benchmark.SAME_BYTES_COPY]
+    source = bench.variants[benchmark.SAME_BYTES_COPY](1000).args[0]
+    assert source.dtype == torch.float16 and 2 * source.numel() * 2 == 4000
+    benchmark.memory_bound_sweep(bench, "t", [8], {"ours": ours}, work, label="n",
+                                 gpu_time=True)
+    assert bench.options["gpu_time"] is True
+    calls = bench.variants["ours"](2**20)  # cold copies: enough calls to overrun L2
+    assert len(calls) == benchmark.copies_for_cold_cache(4 * 2**20) and calls[0]() == 2**20
+
+
+def test_random_inputs_each_gives_each_function_its_own_inputs_of_the_same_shapes():
+    seen = {"ours": [], "theirs": []}
+    fns = {name: (lambda *tensors, name=name: seen[name].append(tensors))
+           for name in ("ours", "theirs")}
+    variants = benchmark.random_inputs_each(fns, int, lambda n: (2, n), dtype=torch.float64)
+    assert list(variants) == ["ours", "theirs"]
+    for name, prepare in variants.items():
+        prepare(7)()
+    (a, b), = seen["ours"]
+    (c, d), = seen["theirs"]
+    assert a.shape == c.shape == (7,) and b.shape == d.shape == (2, 7)  # int: a vector
+    assert a.dtype == d.dtype == torch.float64
+    assert not torch.equal(a, c)  # each variant draws its own tensors
+
+
+class _Sweeps:
+    """Stands in for a Benchmark: sweep returns the given results and keeps its arguments;
+    ceilings returns the given copy ceilings by GPU."""
+
+    def __init__(self, results, copy=None):
+        self.results, self.copy, self.calls = results, copy or {}, []
+
+    def sweep(self, title, xs, variants, rate, **options):
+        self.calls.append((title, list(xs), variants, rate, options))
+        return self.results
+
+    def ceilings(self, kind):
+        assert kind == "copy"
+        return {gpu: Ceiling(kind="copy", label="copy", value=value, unit="GB/s")
+                for gpu, value in self.copy.items()}
+
+
+def test_sweep_working_sets_reads_hbm_l2_and_the_smallest_set_off_each_gpu(capsys):
+    xs = [0.25, 1.0, 4.0, 8.0, 16.0, 64.0, 256.0]
+    results = synthetic({"Synthetic A100": {"read": [900.0, 700.0, 500.0, 400.0, 300.0,
+                                                     120.0, 110.0]},
+                         "Synthetic B200": {"read": [800.0, 600.0, 450.0, 350.0, 250.0,
+                                                     200.0, 150.0]}}, xs=xs, label="MiB")
+    bench = _Sweeps(results)
+    sizes = {"Synthetic A100": {"L2 cache (MiB)": 32.0}}  # no sizes of the B200
+    read = []
+    levels = benchmark.sweep_working_sets(bench, "levels", xs, lambda data, p: read.append(
+        (data.numel(), p)), lambda mib: int(1024 // mib), sizes)
+    assert levels is results
+    title, swept, variants, rate, options = bench.calls[0]
+    assert (title, swept, list(variants)) == ("levels", xs, ["read"])
+    assert options["ceiling"] == "copy" and options["unit"] == "GB/s"
+    variants["read"](0.25)()  # 0.25 MiB of float32, read 4096 times
+    assert read == [(2**16, 4096)]
+    assert rate(1.0, 1.0) == pytest.approx(benchmark.gb_per_s(2**20 * 1024, 1.0))
+    # A100: sets of 4 to 16 MiB (half its L2) read 500, 400, 300: the median 400 over HBM's
+    # 110 at 256 MiB; without the B200's L2 size, no L2 rate is read off it.
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100: 256 MiB (from HBM) 110 GB/s, 110% of the copy; 4 MiB to L2/2 (from "
+        "L2): 400 GB/s, 3.6x HBM; smallest set 900 GB/s",
+        "Synthetic B200: 256 MiB (from HBM) 150 GB/s, 150% of the copy"]
+
+
+def test_place_on_roofline_sweeps_the_named_kernels_and_prints_in_the_tables_precision(
+        capsys):
+    from triton_guide.traffic import Cost
+
+    costs = {"stream": Cost(flops=1e9, bytes=1e10), "product": Cost(flops=1e12, bytes=1e9)}
+    runs = [benchmark.Run(gpu="Synthetic A100", slug="synthetic-a100", live=False,
+                          provenance="synthetic", xs=list(costs),
+                          series={"achieved": [0.25, 150.0]}, unit="TFLOP/s",
+                          ceiling=Ceiling(kind="gemm_fp16", label="gemm", value=300.0,
+                                          unit="TFLOP/s"))]
+    results = benchmark.Results("kernels", label="kernel", xlabel="kernel", unit="TFLOP/s",
+                                logx=False, runs=runs)
+    bench = _Sweeps(results, copy={"Synthetic A100": 2500.0})
+    assert benchmark.place_on_roofline(bench, "kernels", costs, lambda name: None) is results
+    title, swept, variants, rate, options = bench.calls[0]
+    assert (title, swept, list(variants)) == ("kernels", ["stream", "product"], ["achieved"])
+    assert options["ceiling"] == "gemm_fp16" and options["logx"] is False
+    assert rate("product", 1.0) == pytest.approx(benchmark.tflop_per_s(1e12, 1.0))
+    # 0.25 in the table's one decimal (the column's largest is 150): 0.2, as the table says.
+    # Roofs: 0.1 FLOP/byte x 2500 GB/s = 0.25 TFLOP/s; the product's, 300 (the flat part).
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100: copy 2,500 GB/s, fp16 GEMM 300 TFLOP/s: ridge point 120 FLOP/byte",
+        "  stream                              0.2 TFLOP/s,  100% of its roof",
+        "  product                           150.0 TFLOP/s,   50% of its roof"]
+
+
+def test_the_roofline_legend_shows_each_kernels_mark_at_the_foot_of_its_line():
+    from triton_guide.traffic import Cost
+
+    costs = {"stream": Cost(flops=1e9, bytes=1e10), "product": Cost(flops=1e12, bytes=1e9)}
+    empty = benchmark.Results("kernels", label="kernel", xlabel="kernel", unit="TFLOP/s",
+                              logx=False, runs=[])
+    figure = benchmark.roofline(empty, costs, {})
+    axes = figure.axes[0]
+    feet = [line for line in axes.lines if line.get_marker() not in ("None", None, "")]
+    legend = axes.get_legend()
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["each kernel's marker;\ndotted: its intensity", "stream", "product"]
+    assert len(feet) == len(costs)
+    for foot, entry in zip(feet, legend.legend_handles[1:]):
+        # the same marker, hollow, on the same dotted line as at the foot of the vertical
+        assert entry.get_marker() == foot.get_marker()
+        assert entry.get_markerfacecolor() == foot.get_markerfacecolor() == "white"
+        assert entry.get_linestyle() == ":"
+
+
+def test_a_page_that_sweeps_through_the_device_and_roofline_helpers_has_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("sizes = measure_device_sizes(bench)")
+    assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
+    assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
+    assert not _calls_sweep("figure = roofline(placed, costs, copy)")
+
+
+def test_random_inputs_by_setting_passes_x_as_the_setting_on_inputs_of_fixed_shapes():
+    seen = {"ours": [], "theirs": []}
+    fns = {"ours": lambda a, b, stages: seen["ours"].append((a, b, stages)) or stages,
+           "theirs": lambda a, b, stages: seen["theirs"].append((a, b, stages)) or 0}
+    variants = benchmark.random_inputs_by_setting(fns, "stages", 5, (2, 3),
+                                                  dtype=torch.float64, warm=True)
+    assert list(variants) == ["ours", "theirs"]
+    call = variants["ours"](4)
+    assert len(seen["ours"]) == 1  # the warm-up call, before any timing
+    assert call() == 4 and len(seen["ours"]) == 2
+    a, b, stages = seen["ours"][1]
+    assert stages == 4 and a is seen["ours"][0][0]  # x as the keyword, the same inputs
+    assert a.shape == (5,) and b.shape == (2, 3)  # the shapes do not follow x
+    assert a.dtype == b.dtype == torch.float64
+    variants["ours"](1)()
+    assert seen["ours"][-1][2] == 1 and seen["ours"][-1][0].shape == (5,)
+    assert not torch.equal(seen["ours"][-1][0], a)  # each x draws fresh inputs
+    cold = benchmark.random_inputs_by_setting(fns, "stages", 3, 3)["theirs"](2)
+    assert seen["theirs"] == []  # not warmed: nothing runs until the callable is called
+    cold()
+    assert seen["theirs"][0][0].dtype == torch.float32 and seen["theirs"][0][2] == 2
+
+
+def test_compute_bound_sweep_rates_the_flops_in_tflop_s_and_times_cold_copies_on_the_gpu():
+    class Bench:  # takes what the helper hands to Benchmark.sweep
+        def sweep(self, title, xs, variants, rate, **options):
+            self.title, self.xs, self.variants, self.rate, self.options = (
+                title, xs, variants, rate, options)
+            return "results"
+
+    bench = Bench()
+    ours = lambda x: (lambda: x)  # noqa: E731
+    assert benchmark.compute_bound_sweep(bench, "t", [1, 2], {"ours": ours}, lambda x: 2e12,
+                                         label="num_stages", logx=False) == "results"
+    assert bench.title == "t" and bench.xs == [1, 2] and bench.variants["ours"] is ours
+    assert bench.rate(1, 4.0) == benchmark.tflop_per_s(2e12, 4.0) == pytest.approx(500.0)
+    assert bench.options == dict(label="num_stages", unit="TFLOP/s", ceiling="gemm_fp16",
+                                 xlabel=None, logx=False, gpu_time=False)
+    benchmark.compute_bound_sweep(bench, "t", [3], {"ours": ours}, lambda x: 1.0,
+                                  label="n", ceiling="gemm_bf16", cold_bytes=lambda x: 2**20)
+    assert bench.options["gpu_time"] is True and bench.options["ceiling"] == "gemm_bf16"
+    calls = bench.variants["ours"](3)  # cold copies: enough calls to overrun L2
+    assert len(calls) == benchmark.copies_for_cold_cache(2**20) and calls[0]() == 3
+
+
+def test_share_and_gain_read_the_best_stage_its_gain_over_the_first_and_one_step(capsys):
+    results = synthetic({"Synthetic A100": {"4 warps": [30.0, 90.0, 80.0],
+                                            "8 warps": [50.0, 50.0, 110.0],
+                                            "cuBLAS": [100.0, 100.0, 110.0]}},
+                        xs=[1, 2, 3], label="num_stages")
+    found = benchmark.print_share_and_gain(results, "cuBLAS", step_to=3)
+    assert found == {"Synthetic A100": {"4 warps": {1: 0.3, 2: 0.9, 3: 80.0 / 110.0},
+                                        "8 warps": {1: 0.5, 2: 0.5, 3: 1.0}}}
+    # gains are ratios of shares: 8 warps' step from 2 to 3 is 1.0 / 0.5, not 110 / 50
+    assert capsys.readouterr().out.splitlines() == [
+        "Synthetic A100",
+        "  4 warps                    best  90% of cuBLAS at num_stages 2 (3.00x its share at "
+        "1), worst  30% at 1; from 2 to 3: 0.81x",
+        "  8 warps                    best 100% of cuBLAS at num_stages 3 (2.00x its share at "
+        "1), worst  50% at 1; from 2 to 3: 2.00x"]
+    benchmark.print_share_and_gain(results, "cuBLAS", step_to=1)  # no x before the first
+    assert "from" not in capsys.readouterr().out
+
+
+def test_a_page_that_sweeps_through_compute_bound_sweep_has_benchmarks():
+    from triton_guide.benchmark.recording import _calls_sweep
+
+    assert _calls_sweep("runs = compute_bound_sweep(bench, 't', [1], {}, flops, label='n')")
+    assert not _calls_sweep("runs = random_inputs_by_setting({}, 'num_stages', 8)")
+
+
+def test_a_column_of_whole_numbers_prints_without_decimals():
+    from triton_guide.benchmark.tables import _decimals
+
+    assert _decimals([1.0, 19.0, float("nan")]) == 0  # counts: "1 | 19", not "1.00 | 19.0"
+    assert _decimals([1.0, 19.5]) == 1
+    assert _decimals([0.25, 0.5]) == 3  # three significant digits of the largest
+    assert _decimals([float("nan")]) == 2  # nothing to go by
+
+
 def test_matmul_variant_draws_each_shape_and_layout_and_warms_once():
     seen = []
     prepare = benchmark.matmul_variant(lambda a, b: seen.append((a, b)) or a @ b,
@@ -386,17 +630,7 @@ def test_matmul_variant_draws_each_shape_and_layout_and_warms_once():
     assert a.shape == b.shape == (5, 5) and b.stride() == (5, 1) and b.dtype == torch.bfloat16
 
 
-def test_matmul_variant_on_cold_copies_prepares_enough_fresh_pairs_to_overrun_l2():
-    seen = []
-    calls = benchmark.matmul_variant(lambda a, b: seen.append(a), cold=True)(64)
-    # a and b of 64 x 64 float16: 16 KiB a call
-    assert len(calls) == benchmark.copies_for_cold_cache(2 * 64 * 64 * 2) == len(seen)
-    assert len({a.data_ptr() for a in seen}) == len(seen)  # each call its own inputs
-    calls[-1]()
-    assert seen[-1] is seen[len(calls) - 1]
-
-
-class _Sweeps:
+class _SweepArguments:
     """Stands in for a Benchmark: sweep(...) returns what it was given."""
 
     def sweep(self, title, xs, variants, rate, **options):
@@ -404,7 +638,7 @@ class _Sweeps:
 
 
 def test_sweep_matmuls_rates_two_m_n_k_flops_under_the_dtypes_ceiling(monkeypatch):
-    swept = benchmark.sweep_matmuls(_Sweeps(), "square", [256], {"ours": torch.matmul})
+    swept = benchmark.sweep_matmuls(_SweepArguments(), "square", [256], {"ours": torch.matmul})
     assert swept["unit"] == "TFLOP/s" and swept["ceiling"] == "gemm_fp16"
     assert swept["xlabel"] == "n (n x n x n, float16)" and swept["label"] == "n"
     assert not swept["gpu_time"] and swept["logx"]
@@ -413,18 +647,26 @@ def test_sweep_matmuls_rates_two_m_n_k_flops_under_the_dtypes_ceiling(monkeypatc
     call = swept["variants"]["ours"](8)  # a prepared call, not a list of them
     assert callable(call) and call().shape == (8, 8)
     shapes = {"ragged": (2000, 3000, 1000)}
-    swept = benchmark.sweep_matmuls(_Sweeps(), "ragged", list(shapes), {"ours": torch.matmul},
-                                    shape=shapes.get, dtype=torch.bfloat16, gpu_time=True,
-                                    label="M x N x K", logx=False)
+    swept = benchmark.sweep_matmuls(_SweepArguments(), "ragged", list(shapes),
+                                    {"ours": torch.matmul}, shape=shapes.get,
+                                    dtype=torch.bfloat16, gpu_time=True, label="M x N x K",
+                                    logx=False)
     assert swept["ceiling"] == "gemm_bf16" and swept["xlabel"] == "M x N x K (bfloat16)"
     assert swept["gpu_time"] and not swept["logx"]
     assert swept["rate"]("ragged", 12.0) == pytest.approx(1.0)  # 1.2e10 FLOPs in 12 ms
-    monkeypatch.setattr(benchmark.variants, "copies_for_cold_cache", lambda nbytes: 2)
-    cold = benchmark.sweep_matmuls(_Sweeps(), "cold", [8], {"ours": torch.matmul},
-                                   gpu_time=True)
-    assert len(cold["variants"]["ours"](8)) == 2  # cold copies for GPU time
+    asked, seen = [], []
+    monkeypatch.setattr(benchmark.variants, "copies_for_cold_cache",
+                        lambda nbytes: asked.append(nbytes) or 3)
+    shapes = {"small": (5, 6, 7)}
+    cold = benchmark.sweep_matmuls(_SweepArguments(), "cold", ["small"],
+                                   {"ours": lambda a, b: seen.append(a) or a @ b},
+                                   shape=shapes.get, dtype=torch.bfloat16, gpu_time=True)
+    calls = cold["variants"]["ours"]("small")  # GPU time: a call per cold copy
+    assert asked == [(5 * 7 + 7 * 6) * 2]  # the bytes of a and b, bfloat16
+    assert len(calls) == 3 and len({a.data_ptr() for a in seen}) == 3  # each its own inputs
+    assert calls[1]().shape == (5, 6) and seen[-1] is seen[1]
     with pytest.raises(ValueError, match="dtype=torch.float32"):
-        benchmark.sweep_matmuls(_Sweeps(), "fp32", [8], {}, dtype=torch.float32)
+        benchmark.sweep_matmuls(_SweepArguments(), "fp32", [8], {}, dtype=torch.float32)
 
 
 def test_gain_against_spread_sets_the_change_beside_the_gap_of_the_same_code(capsys):

@@ -394,6 +394,7 @@ def test_device_sizes_come_back_from_each_gpus_recording(page, tmp_path, capsys,
     printed = capsys.readouterr().out
     assert ("Synthetic B200: 108 SMs, L2 126 MiB, shared memory nan KiB per SM, HBM 80 GiB"
             in printed.splitlines())
+    assert "property" not in printed  # printed once: a line per GPU, no table beside it
     assert store.STALE not in printed and "kernel changed since" not in printed
 
 
@@ -790,7 +791,7 @@ def test_a_live_run_prints_its_table_before_the_recorded_gpus(page, store_dir, m
     first_row = next(line for line in lines if line.startswith(f"{XS[-1]:,}".rjust(9)))
     # a table per GPU here: three groups side by side would be wider than an output block
     assert groups == ["Synthetic Live GPU", "Synthetic A100", "Synthetic B200"], headers
-    assert first_row.split("|")[1].split() == ["1,000.0", "500.0"], first_row
+    assert first_row.split("|")[1].split() == ["1,000", "500"], first_row  # whole: no decimals
 
 
 def test_time_per_call_is_worked_back_from_the_rate():

@@ -18,15 +18,13 @@ You will learn:
 """
 
 # %%
-import math
-
 import torch
 import triton
 from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 from triton_guide import attention, matmul, runtime, softmax, softmax_naive, vector_add
-from triton_guide.benchmark import (Benchmark, gb_per_s, mark_each_gpu,
-                                    measure_device_sizes, roofline, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, measure_device_sizes, place_on_roofline,
+                                    sweep_working_sets)
 from triton_guide.traffic import (READ_BLOCK, attention_cost, count_bytes, matmul_cost,
                                   read_working_set, softmax_cost, vector_add_cost)
 
@@ -104,9 +102,9 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
 # * **Shared memory / L1**, one per streaming multiprocessor (SM): one on-chip memory
 #   split between the L1 cache and shared memory (256 KiB per SM on the H100, per
 #   NVIDIA's H100 Tensor Core GPU Architecture whitepaper; the most of it that can be
-#   shared memory, in KiB, is printed below). Shared memory is a scratchpad that the threads of one thread block
-#   (one Triton program) share. In CUDA you decide what goes there; in Triton the
-#   compiler does. The blocks of an element-wise kernel or of a softmax row stay in
+#   shared memory, in KiB, is printed below). Shared memory is a scratchpad that the
+#   threads of one thread block (one Triton program) share. In CUDA you decide what goes
+#   there; in Triton the compiler does. The blocks of an element-wise kernel or of a softmax row stay in
 #   registers. Triton uses shared memory for the tiles of a matrix product (``tl.dot``,
 #   the block-times-block product), for tiles loaded ahead of the step that uses them
 #   (so loading and computing overlap), and for values that must pass between the warps
@@ -122,7 +120,6 @@ print(f"CUDA:   {triton.cdiv(n, 256):,} thread blocks of 256 threads, "
 # timings:
 
 sizes = measure_device_sizes(bench)  # GPU -> {"SMs": ..., "L2 cache (MiB)": ...}
-l2_mib = {gpu: size["L2 cache (MiB)"] for gpu, size in sizes.items()}
 
 # %%
 # Bandwidth against working-set size
@@ -162,30 +159,19 @@ for mib in (working_sets[0], working_sets[-1]):
           f"{passes(mib) * mib * 2**20:,.0f} bytes = {passes(mib) * mib / 2**10:g} GiB "
           f"read per launch")
 
-
-def reader(mib):
-    data = torch.randn(int(mib * 2**20) // 4, device=device)
-    return lambda: read_working_set(data, passes(mib))
-
+# The pattern, checked against PyTorch on 4 blocks read in 3 passes: program p sums
+# block p % 4, so each pass's row of sums is the 4 blocks' sums.
+small = torch.randn(4 * READ_BLOCK, device=device)
+sums = read_working_set(small, 3).view(3, 4)  # a row per pass, a column per block
+blocks = small.view(4, READ_BLOCK).sum(dim=1)
+print(f"3 passes over 4 blocks, each program's sum that of block p % 4: "
+      f"{torch.allclose(sums, blocks.expand(3, 4), rtol=1e-5, atol=1e-4)}")
 
 # %%
 # The sweep, each GPU's L2 marked on the plot, and the two rates read off it:
 
-levels = bench.sweep("read bandwidth against working-set size", working_sets,
-                     {"read": reader}, lambda mib, ms: gb_per_s(mib * 2**20 * passes(mib), ms),
-                     label="MiB", unit="GB/s", ceiling="copy", xlabel="working set (MiB)")
-mark_each_gpu(levels.plot(), l2_mib, "L2 {x:.0f} MiB")
-for run in levels:
-    l2 = l2_mib.get(run.gpu, math.nan)
-    in_l2 = sorted(r for mib, r in zip(run.xs, run["read"]) if 4 <= mib <= l2 / 2)
-    in_hbm = run.at_largest("read")
-    line = (f"{run.gpu}: {run.xs[run.largest]:,.0f} MiB (from HBM) {in_hbm:,.0f} GB/s, "
-            f"{run.fraction_of_ceiling('read'):.0%} of the copy")
-    if in_l2:
-        plateau = in_l2[len(in_l2) // 2]  # the median
-        line += (f"; 4 MiB to L2/2 (from L2): {plateau:,.0f} GB/s, "
-                 f"{plateau / in_hbm:.1f}x HBM; smallest set {run['read'][0]:,.0f} GB/s")
-    print(line)
+sweep_working_sets(bench, "read bandwidth against working-set size", working_sets,
+                   read_working_set, passes, sizes)
 
 # %%
 # Arithmetic intensity and the roofline
@@ -204,16 +190,21 @@ for run in levels:
 # Attention's shape (batch x heads x sequence length x head dimension) is chosen for
 # this page, not one the attention page benchmarks:
 
-kernels = {
-    "vector_add fp32, n=2^26": vector_add_cost(2**26),
-    "softmax fp32, 4096x4096": softmax_cost(4096, 4096),
-    "matmul fp16, 4096^3": matmul_cost(4096, 4096, 4096),
-    "attention fp16, 4x16x4096x64": attention_cost(4, 16, 4096, 64),
+kernels = {  # name: the kernel, its inputs (how many, their shape and dtype), its cost
+    "vector_add fp32, n=2^26":
+        (vector_add, 2, (2**26,), torch.float32, vector_add_cost(2**26)),
+    "softmax fp32, 4096x4096":
+        (softmax, 1, (4096, 4096), torch.float32, softmax_cost(4096, 4096)),
+    "matmul fp16, 4096^3":
+        (matmul, 2, (4096, 4096), torch.float16, matmul_cost(4096, 4096, 4096)),
+    "attention fp16, 4x16x4096x64":
+        (attention, 3, (4, 16, 4096, 64), torch.float16, attention_cost(4, 16, 4096, 64)),
 }
-for name, cost in kernels.items():
+costs = {name: cost for name, (*_, cost) in kernels.items()}
+for name, cost in costs.items():
     print(f"{name:<30} {cost.flops / 1e9:10.2f} GFLOP {cost.bytes / 1e6:9.1f} MB "
           f"{cost.intensity:9.2f} FLOP/byte")
-intensities = [cost.intensity for cost in kernels.values()]
+intensities = [cost.intensity for cost in costs.values()]
 print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
       f"{min(intensities):.3f} to {max(intensities):,.0f} FLOP/byte")
 
@@ -221,7 +212,7 @@ print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
 # Each kernel is timed on a GPU and its FLOPs over its time placed at its intensity. The
 # roof of each GPU comes from two ceilings measured in the same run: the FLOP rate of a
 # large float16 matrix product by cuBLAS (measured beside these timings), and the copy
-# bandwidth of a 1 GiB tensor (measured beside the working-set sweep above).
+# bandwidth of a 1 GiB tensor (the pale line of the working-set sweep above).
 #
 # The flat part of the roof is therefore the float16 tensor-core rate. It fits matmul
 # and attention, which run their products on the tensor cores in float16. vector_add and
@@ -230,31 +221,18 @@ print(f"intensities span {max(intensities) / min(intensities):,.0f}x, from "
 # their places: they sit far left of the ridge point, on the sloped part, where the roof
 # is set by bandwidth alone. In the plot each GPU has its own colour; the first GPU's
 # points are filled and the others' hollow and larger, so that two GPUs' points at the
-# same place both stay visible.
+# same place both stay visible. A dotted line marks each kernel's intensity, its marker
+# at the foot. After the plot, each GPU's ridge point and each kernel's fraction of its
+# roof.
 
 
-def run_kernel(name):
-    if name.startswith("vector_add"):
-        a, b = torch.randn(2, 2**26, device=device).unbind(0)
-        return lambda: vector_add(a, b)
-    if name.startswith("softmax"):
-        rows = torch.randn(4096, 4096, device=device)
-        return lambda: softmax(rows)
-    if name.startswith("matmul"):
-        a, b = torch.randn(2, 4096, 4096, device=device, dtype=torch.float16).unbind(0)
-        return lambda: matmul(a, b)
-    q, k, v = torch.randn(3, 4, 16, 4096, 64, device=device,
-                          dtype=torch.float16).unbind(0)
-    return lambda: attention(q, k, v)
+def run_kernel(name):  # the kernel on fresh random inputs
+    fn, count, shape, dtype, _ = kernels[name]
+    inputs = torch.randn(count, *shape, device=device, dtype=dtype).unbind(0)
+    return lambda: fn(*inputs)
 
 
-placed = bench.sweep("the project's kernels on the roofline", list(kernels),
-                     {"achieved": run_kernel},
-                     lambda name, ms: tflop_per_s(kernels[name].flops, ms), label="kernel",
-                     unit="TFLOP/s", ceiling="gemm_fp16", logx=False)
-# The roof of each GPU, its ridge point, and each kernel's fraction of its roof:
-copy_gb_s = {run.slug: run.ceiling.value for run in levels if run.ceiling}
-figure = roofline(placed, kernels, copy_gb_s)
+place_on_roofline(bench, "the project's kernels on the roofline", costs, run_kernel)
 
 # %%
 # Fusion: bytes moved by a chain against one kernel
@@ -280,64 +258,10 @@ print(f"{rows} x {cols} float32: the chain moves {chain_bytes / 1e6:.1f} MB in "
       f"{chain_bytes / fused_bytes:.2f}x the bytes")
 
 # %%
-# Timed on GPUs, with rows of 4096 float32. Both variants are rated by the bytes a
-# softmax must move at least (each element read once and written once), so the ratio of
-# their rates is the ratio of their times; the ceiling is the copy bandwidth measured in
-# the same run. The smallest input timed fits in L2 and the largest does not (the sizes
-# are printed below), so at the smallest the chain's tensors may stay in L2 between its
-# launches.
+# What the extra bytes cost in time is measured on the
+# :ref:`softmax page <sphx_glr_auto_examples_core_kernels_02_softmax.py>`, which times
+# the fused kernel against the chain beside their ratio of bytes.
 #
-# The last lines print, at the largest size, the chain's byte ratio and its time ratio.
-# Where the time ratio is the larger, the chain takes longer than its extra bytes alone
-# explain. Likely reasons, not measured on this page: the chain pays
-# for five launches instead of one, and two of its kernels (max and sum) are reductions
-# that read a full pass while writing almost nothing, which tends to run below copy
-# speed. The chain's rate over the bytes it really moves ("GB/s moved") is lower than
-# the fused kernel's.
-
-ROW_LENGTH = 4096
-row_counts = [1024, 4096, 16384]
-mib_of = {rows: rows * ROW_LENGTH * 4 / 2**20 for rows in row_counts}  # one input's size
-l2_of_each = [f"{l2:.0f} MiB on {gpu}" for gpu, l2 in l2_mib.items() if not math.isnan(l2)]
-print(f"inputs from {mib_of[row_counts[0]]:.0f} MiB ({row_counts[0]:,} rows) to "
-      f"{mib_of[row_counts[-1]]:.0f} MiB ({row_counts[-1]:,} rows); "
-      f"L2: {', '.join(l2_of_each) or 'not recorded'}")
-
-
-def chain_bytes_at(rows):
-    """Bytes the chain moves on a rows x ROW_LENGTH input (counted on a meta tensor)."""
-    shape_only = torch.empty(rows, ROW_LENGTH, device="meta")
-    return sum(r + w for _, r, w in count_bytes(lambda: softmax_naive(shape_only)))
-
-
-def timed(fn):
-    def prepare(rows):
-        data = torch.randn(rows, ROW_LENGTH, device=device)
-        return lambda: fn(data)
-    return prepare
-
-
-# %%
-# The sweep, and at the largest size the chain's byte ratio against its time ratio:
-
-fusion = bench.sweep(
-    "softmax: a chain of torch ops against one fused kernel", row_counts,
-    {"chain (5 kernels)": timed(softmax_naive), "fused (1 kernel)": timed(softmax)},
-    lambda rows, ms: gb_per_s(softmax_cost(rows, ROW_LENGTH).bytes, ms), label="rows",
-    unit="GB/s", ceiling="copy", xlabel=f"rows of {ROW_LENGTH} float32")
-fusion.plot()
-fusion.summary(ratios=[("fused (1 kernel)", "chain (5 kernels)")])
-for run in fusion:
-    n_rows = run.xs[run.largest]
-    needed, moved = softmax_cost(n_rows, ROW_LENGTH).bytes, chain_bytes_at(n_rows)
-    chain_us = needed / run.at_largest("chain (5 kernels)") * 1e-3
-    fused_us = needed / run.at_largest("fused (1 kernel)") * 1e-3
-    print(f"{run.gpu}, {n_rows} x {ROW_LENGTH}: chain {chain_us:,.0f} us "
-          f"({moved / chain_us * 1e-3:,.0f} GB/s moved), fused {fused_us:,.0f} us "
-          f"({needed / fused_us * 1e-3:,.0f} GB/s moved): {moved / needed:.2f}x the "
-          f"bytes, {chain_us / fused_us:.2f}x the time")
-
-# %%
 # Takeaways
 # ---------
 # * PyTorch chooses kernels for whole tensors; CUDA leaves every thread to you; Triton
@@ -346,11 +270,13 @@ for run in fusion:
 #   fastest: a kernel is fast when its bytes come from high in that list, or are few.
 # * Below the ridge point (element-wise ops, softmax) time is bytes over bandwidth;
 #   matrix products and attention have enough FLOPs per byte to be compute bound.
-# * Fusing a chain of operations into one kernel divides the bytes moved; here the time
-#   fell by more than the bytes.
+# * Fusing a chain of operations into one kernel divides the bytes moved: softmax's chain
+#   moves 4x the bytes of the fused kernel.
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.softmax`,
 # :func:`triton_guide.softmax_naive`, :func:`triton_guide.matmul`,
 # :func:`triton_guide.attention`, :func:`triton_guide.traffic.count_bytes`,
 # :func:`triton_guide.traffic.read_working_set`,
-# :class:`triton_guide.benchmark.Benchmark`.
+# :class:`triton_guide.benchmark.Benchmark` (with
+# :func:`~triton_guide.benchmark.sweep_working_sets` and
+# :func:`~triton_guide.benchmark.place_on_roofline`).

@@ -23,7 +23,7 @@ from triton.backends.nvidia.compiler import CUDAOptions  # Triton's defaults
 
 import triton_guide
 from triton_guide import runtime, vector_add, vector_add_reference
-from triton_guide.benchmark import Benchmark, gb_per_s
+from triton_guide.benchmark import Benchmark, gb_per_s, random_inputs_each
 from triton_guide.testing import assert_close
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -139,27 +139,22 @@ print("and on lengths 1, 17 and 1025")
 # * The baseline is PyTorch's ``x + y``, timed in the same run too.
 #
 # Without a GPU the plot shows the recorded results of every GPU measured so far, one
-# colour each. How the site times a call: :doc:`/measuring`.
+# colour each. Under it, for each GPU: ours against torch at the largest size and as a
+# share of the ceiling, then the range of that ratio at the smaller sizes. How the site
+# times a call: :doc:`/measuring`.
 
+bytes_per_element = 3 * x.element_size()  # x and y read, the sum written
+print(f"{bytes_per_element} bytes moved per element for one addition: "
+      f"{1 / bytes_per_element:.3f} FLOP per byte")
 sizes = [2**k for k in range(12, 29, 2)]
-
-
-def ours(size):
-    a, b = torch.randn(2, size, device=device).unbind(0)
-    return lambda: vector_add(a, b)
-
-
-def torch_add(size):
-    a, b = torch.randn(2, size, device=device).unbind(0)
-    return lambda: a + b
-
-
-results = bench.sweep("vector add", sizes, {"triton_guide": ours, "torch": torch_add},
-                      lambda size, ms: gb_per_s(3 * 4 * size, ms), label="n",
+adds = {"triton_guide": vector_add, "torch": torch.add}  # torch.add(x, y) is x + y
+# Each called on two fresh random float32 inputs, each of shape int(n): a vector of n
+# elements (random_inputs_each takes one shape function per input):
+results = bench.sweep("vector add", sizes, random_inputs_each(adds, int, int),
+                      lambda n, ms: gb_per_s(bytes_per_element * n, ms), label="n",
                       unit="GB/s", ceiling="copy", xlabel="elements (float32)")
 results.plot()
-results.summary(ratios=[("triton_guide", "torch")])
-results.compare("triton_guide", "torch", work=lambda size: 3 * 4 * size)
+results.compare("triton_guide", "torch", work=lambda n: bytes_per_element * n)
 
 # %%
 # Takeaways
@@ -168,11 +163,12 @@ results.compare("triton_guide", "torch", work=lambda size: 3 * 4 * size)
 # * Offsets = ``program_id * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)``; mask = ``offsets < n``.
 # * A program runs as one CUDA thread block; its threads share the block's lanes.
 # * An element-wise kernel is memory bound: its speed is bytes moved over time, and at
-#   large sizes a good one runs as fast as PyTorch's. At smaller sizes a call's time is
-#   mostly fixed costs (the launch, the host's Python) rather than the kernel's: the range
-#   of the ratio there is printed for each GPU under the table, leaving out readings that
-#   took longer than a call moving more bytes, which say more about the run than the
-#   kernel.
+#   large sizes a good one runs as fast as PyTorch's. At smaller sizes a call's time can
+#   be mostly fixed costs (the launch, the host's Python) rather than the kernel's: the
+#   range of the ratio there is printed for each GPU under the plot's table, leaving out
+#   readings that took longer than a call moving more bytes, which say more about the
+#   run than the kernel. The :ref:`host-time page
+#   <sphx_glr_auto_examples_debugging_04_host_time.py>` times the two apart.
 #
 # Used here: :func:`triton_guide.vector_add`, :func:`triton_guide.vector_add_reference`,
 # :func:`triton_guide.testing.assert_close`.

@@ -25,7 +25,7 @@ import triton
 
 from triton_guide import runtime, softmax, softmax_naive, softmax_reference
 from triton_guide.benchmark import (Benchmark, gb_per_s, host_and_gpu_time, print_host_and_gpu,
-                                    print_ratios, random_inputs)
+                                    print_ratios, random_inputs_each)
 from triton_guide.hardware import num_warps_for  # how the launchers pick num_warps
 from triton_guide.softmax import MAX_ONE_PASS_BLOCK, ONE_PASS_TILE, ONLINE_BLOCK, one_pass_rows
 from triton_guide.testing import assert_close, tolerance
@@ -230,25 +230,19 @@ print(f"auto     float32 {tuple(long_rows.shape)}: relative error {error:.1e} "
 lengths = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 
 
-def input_shape(n):  # 4096 rows of n
-    return (4096, n)
-
-
 def work(n):  # the bytes a perfect kernel moves on 4096 rows of n
     return 2 * 4096 * n * 4
 
 
-variants = {
-    "fused (one pass)": random_inputs(lambda t: softmax(t, method="one_pass"), input_shape),
-    "online": random_inputs(lambda t: softmax(t, method="online"), input_shape),
-    "naive (torch ops)": random_inputs(softmax_naive, input_shape),
-    "torch.softmax": random_inputs(lambda t: torch.softmax(t, dim=-1), input_shape),
-}
+variants = random_inputs_each({  # each on fresh random inputs of 4096 rows of n
+    "fused (one pass)": lambda t: softmax(t, method="one_pass"),
+    "online": lambda t: softmax(t, method="online"),
+    "naive (torch ops)": softmax_naive,
+    "torch.softmax": lambda t: torch.softmax(t, dim=-1)}, lambda n: (4096, n))
 results = bench.sweep("softmax", lengths, variants, lambda n, ms: gb_per_s(work(n), ms),
                       label="N", unit="GB/s", ceiling="copy",
                       xlabel="row length (4096 rows, float32)")
 results.plot()
-results.summary(ratios=[("fused (one pass)", "torch.softmax")])
 results.compare("fused (one pass)", "torch.softmax", work=work)
 
 # %%

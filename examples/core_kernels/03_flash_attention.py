@@ -25,14 +25,12 @@ You will learn:
 import math
 
 import torch
-import torch.nn.functional as F
 import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention_steps import attention_online, attention_two_pass, step_blocks
-from triton_guide.benchmark import (Benchmark, print_at_ceilings, print_memory_cap, print_ratios,
-                                    print_step_gains, random_inputs, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, attention_sweep, print_at_ceilings,
+                                    print_memory_cap, print_ratios, print_step_gains)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -50,18 +48,25 @@ device = runtime.device()
 # its own). For a typical long-context shape those matrices dwarf the inputs. The rates
 # that turn bytes and FLOPs into time are each GPU's two ceilings, a 1 GiB
 # device-to-device copy and a large cuBLAS product, measured live on this build's GPU or
-# recorded on the others:
+# recorded on the others. Whichever of the two times is the longer sets the pace: where
+# it is the traffic, the naive version is bound by memory, however fast the tensor cores:
 
-B, H, N, D = 4, 32, 16384, 128
+BATCH, HEADS, HEAD_DIM, N = 4, 32, 128, 16384
 element_bytes = 2  # float16
-inputs_and_output = 4 * B * H * N * D * element_bytes  # q, k, v and out
+
+
+def attention_flops(n):  # two products, Q K^T and P V, of n x n x HEAD_DIM per head
+    return 4 * BATCH * HEADS * n * n * HEAD_DIM
+
+
+inputs_and_output = 4 * BATCH * HEADS * N * HEAD_DIM * element_bytes  # q, k, v and out
 scores_per_head = N * N * element_bytes
-scores_all_heads = B * H * scores_per_head
-flops = 4 * B * H * N * N * D
-print(f"B={B} H={H} N={N} D={D}, float16")
+scores_all_heads = BATCH * HEADS * scores_per_head
+flops = attention_flops(N)
+print(f"B={BATCH} H={HEADS} N={N} D={HEAD_DIM}, float16")
 print(f"  q, k, v and out, all heads:          {inputs_and_output / 1e9:6.2f} GB")
 print(f"  one N x N score matrix, one head:    {scores_per_head / 1e9:6.2f} GB")
-print(f"  the score matrices of all {B * H} heads: {scores_all_heads / 1e9:6.2f} GB")
+print(f"  the score matrices of all {BATCH * HEADS} heads: {scores_all_heads / 1e9:6.2f} GB")
 print(f"  arithmetic: {flops / 1e12:.1f} TFLOP")
 print_at_ceilings(bench, {"the naive traffic alone": (4 * scores_all_heads, "copy"),
                           "the math": (flops, "gemm_fp16")})
@@ -262,39 +267,19 @@ for causal in (False, True):
 # %%
 # What each step buys
 # -------------------
-# Every step, forward and not causal, in float16, next to PyTorch's
+# Every step, forward and not causal, in float16 at N = 4096, next to PyTorch's
 # ``scaled_dot_product_attention`` forced onto its FlashAttention-2 backend (written for
-# the GPUs before Hopper: no TMA, no ``wgmma``) and its cuDNN backend (which uses both),
-# timed in the same run (:doc:`/measuring`). FLOPs count ``4 B H N^2 D`` for every variant.
-
-BATCH, HEADS, HEAD_DIM, ladder_n = 4, 32, 128, 4096
-
-
-def sdpa_with(backend):
-    def sdpa(q, k, v):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v)
-    return sdpa
-
-
-def qkv(n):  # the shape of q, k and v
-    return (BATCH, HEADS, n, HEAD_DIM)
-
-
-def attention_flops(n):
-    return 4 * BATCH * HEADS * n * n * HEAD_DIM
-
+# the GPUs before Hopper: no TMA, no ``wgmma``, Hopper's warp-group matrix multiply) and
+# its cuDNN backend (which uses both), timed in the same run on fresh q, k and v
+# (:func:`~triton_guide.benchmark.attention_sweep` adds both backends; :doc:`/measuring`
+# says how calls are timed). FLOPs count ``4 B H N^2 D`` for every variant. The sweep
+# against SDPA further down times N = 4096 again, in a run of its own: the same call's
+# two readings can differ by a few percent.
 
 ladder_steps = {"step 1 PyTorch": attention_reference, "step 2 two passes": attention_two_pass,
-                "step 3 one pass": attention_online, "step 4 production": attention,
-                "SDPA flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
-                "SDPA cuDNN": sdpa_with(SDPBackend.CUDNN_ATTENTION)}
-# Fresh float16 q, k and v for each; one call before timing compiles and autotunes.
-variants = {name: random_inputs(fn, qkv, qkv, qkv, dtype=torch.float16, warm=True)
-            for name, fn in ladder_steps.items()}
-ladder = bench.sweep("steps ladder", [ladder_n], variants,
-                     lambda n, ms: tflop_per_s(attention_flops(n), ms), label="N",
-                     unit="TFLOP/s", ceiling="gemm_fp16", xlabel="sequence length")
+                "step 3 one pass": attention_online, "step 4 production": attention}
+ladder = attention_sweep(bench, ladder_steps, [4096], batch=BATCH, heads=HEADS,
+                         head_dim=HEAD_DIM, title="steps ladder")
 
 # %%
 # Each step over the one before, and step 3 against the most that memory alone allows.
@@ -311,14 +296,14 @@ def step_3_bytes(n):  # K and V once per query block, Q and the output once, flo
     return BATCH * HEADS * 2 * n * HEAD_DIM * (triton.cdiv(n, STEP_BLOCK_M) + 1) * 2
 
 
-print_step_gains(ladder, list(ladder_steps)[:4])
+print_step_gains(ladder, list(ladder_steps))
 print_memory_cap(ladder, "step 3 one pass", step_3_bytes, bench.ceilings("copy"),
                  work=attention_flops)
 
 # %%
 # Step 2 to step 3 drops the first pass over the keys: a third of the matrix products and
 # a second exponential of every score. Where step 3 ran faster than memory alone allows,
-# part of its reads came from the L2 cache (50 MB on an H100), since the programs of one
+# part of its reads came from the L2 cache (50 MiB on an H100), since the programs of one
 # head run together and read the same K and V: memory could deliver only
 # ``cap / measured`` of the bytes in the time, so at least ``1 - cap / measured`` came
 # from L2.
@@ -331,12 +316,8 @@ print_memory_cap(ladder, "step 3 one pass", step_3_bytes, bench.ceilings("copy")
 # Calls are timed host included, so at the shortest length the host's work (a launch,
 # three tensor descriptors) is part of the time.
 
-forward = bench.sweep(
-    "attention forward, full, d=128", [1024, 2048, 4096, 8192, 16384],
-    {"triton_guide": variants["step 4 production"], "SDPA flash": variants["SDPA flash"],
-     "SDPA cuDNN": variants["SDPA cuDNN"]},
-    lambda n, ms: tflop_per_s(attention_flops(n), ms), label="N", unit="TFLOP/s",
-    ceiling="gemm_fp16", xlabel="sequence length")
+forward = attention_sweep(bench, {"triton_guide": attention}, [1024, 2048, 4096, 8192, 16384],
+                          batch=BATCH, heads=HEADS, head_dim=HEAD_DIM)
 forward.plot()
 forward.compare("triton_guide", "SDPA cuDNN", work=attention_flops)
 print_ratios(forward, "triton_guide", "SDPA flash")
@@ -358,4 +339,5 @@ print_ratios(forward, "triton_guide", "SDPA flash")
 # :func:`triton_guide.attention_reference`,
 # :func:`triton_guide.attention_steps.attention_two_pass`,
 # :func:`triton_guide.attention_steps.attention_online`,
-# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`.
+# :func:`triton_guide.testing.assert_close`, :class:`triton_guide.benchmark.Benchmark`,
+# :func:`triton_guide.benchmark.attention_sweep`.

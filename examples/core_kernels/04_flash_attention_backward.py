@@ -30,14 +30,12 @@ and an H200 by the forward page, which measured them before this page was split 
 import math
 
 import torch
-import torch.nn.functional as F
 import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention import attention_forward
-from triton_guide.benchmark import (Benchmark, print_ratio_range, print_ridge_points,
-                                    print_share_of, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, attention_sweep, print_ratio_range,
+                                    print_ridge_points, print_share_of)
 from triton_guide.testing import assert_close, tolerance
 
 torch.manual_seed(0)  # the same inputs, so the same printed numbers, in every build
@@ -190,7 +188,7 @@ for n in (1024, 4096, 16384):
 # BLOCK_M)`` elements. Counted as if every one of those reads came from memory, it moves
 # between about as many bytes as the naive kernel (S and P written and read, ``4 N^2``)
 # and half as many, and would be memory bound. The programs of one head run together and
-# read the same K and V, which are small next to the L2 cache (50 MB on an H100), and the
+# read the same K and V, which are small next to the L2 cache (50 MiB on an H100), and the
 # :ref:`forward page <sphx_glr_auto_examples_core_kernels_03_flash_attention.py>` measured
 # its one-pass kernel running faster than memory alone allows. Where re-reads hit in L2,
 # each input leaves memory once (last column), and the FLOPs per byte pass what a GPU
@@ -215,95 +213,64 @@ print_ridge_points(bench)  # what each GPU needs to be compute bound
 # -----------
 # float16, batch 4, 32 heads, head dimension 128, sequence length from 1024 to 16384,
 # against PyTorch's ``scaled_dot_product_attention`` forced onto its FlashAttention-2 and
-# cuDNN backends, timed in the same run (the forward, not causal, is on the forward page).
-# FLOPs count ``4 B H N^2 D`` for the forward pass (halved when causal) and 2.5 times that
-# for the backward: the forward's two matrix products against the backward's five. Our
-# backward computes two of them twice (above), and that extra work is not counted. The
-# ceiling is cuBLAS on one large (8192^3) float16 product: attention is at best as fast
-# as a plain matrix product. How the site times these calls: :doc:`/measuring`.
+# cuDNN backends, on fresh q, k and v, timed in the same run (the forward, not causal, is
+# on the forward page); the backward is ``torch.autograd.grad`` of the output, which
+# returns the gradients as a layer receives them. FLOPs count ``4 B H N^2 D`` for the
+# forward pass (halved when causal) and 2.5 times that for the backward: the forward's
+# two matrix products against the backward's five. Our backward computes two of them
+# twice (above), and that extra work is not counted. The ceiling is cuBLAS on one large
+# (8192^3) float16 product: attention is at best as fast as a plain matrix product. How
+# the site times these calls: :doc:`/measuring`.
 #
 # Each call is timed as a program makes it, host included. At the shortest length our
 # host work (for the backward: autograd, the registered operator, four tensor descriptors
 # and three kernel launches) can take longer than the kernels, so that point measures
 # partly the host's CPU: ``python benchmarks/launch_overhead.py --attention`` times the
 # host alone, and ``benchmarks/report.py`` gives GPU time beside the time as called.
+#
+# One sweep per pass and mask (:func:`~triton_guide.benchmark.attention_sweep`), drawn
+# with ours against both SDPA backends and the ceiling, tabulated per GPU:
 
-BATCH, HEADS, HEAD_DIM = 4, 32, 128
-
-
-def sdpa_with(backend):
-    def sdpa(q, k, v, causal):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return sdpa
+BATCH, HEADS, HEAD_DIM, LENGTHS = 4, 32, 128, [1024, 2048, 4096, 8192, 16384]
 
 
-implementations = {
-    "triton_guide": lambda q, k, v, causal: attention(q, k, v, causal=causal),
-    "SDPA flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
-    "SDPA cuDNN": sdpa_with(SDPBackend.CUDNN_ATTENTION),
-}
-
-
-def make_variant(fn, causal, backward):
-    def prepare(n):
-        q, k, v = (torch.randn(BATCH, HEADS, n, HEAD_DIM, device=device, dtype=torch.float16,
-                               requires_grad=backward) for _ in range(3))
-        if not backward:
-            return lambda: fn(q, k, v, causal)
-        out = fn(q, k, v, causal)
-        grad = torch.randn_like(out)
-        # autograd.grad returns the gradients as a layer receives them; out.backward would
-        # also add them into q.grad, k.grad, v.grad: 3 more kernels in every timing.
-        return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
-    return prepare
-
-# %%
-# One sweep per pass and mask, drawn with ours against both SDPA backends and the ceiling,
-# tabulated per GPU:
-
-def benchmark(backward, causal):
-    pass_name = "backward" if backward else "forward"
-    title = f"attention {pass_name}, {'causal' if causal else 'full'}, d={HEAD_DIM}"
-    work = (2.5 if backward else 1.0) * 4 * BATCH * HEADS * HEAD_DIM * (0.5 if causal else 1)
-    results = bench.sweep(
-        title, [1024, 2048, 4096, 8192, 16384],
-        {name: make_variant(fn, causal, backward) for name, fn in implementations.items()},
-        lambda n, ms: tflop_per_s(work * n * n, ms), label="N", unit="TFLOP/s",
-        ceiling="gemm_fp16", xlabel="sequence length")
+def sweep(backward, causal):
+    results = attention_sweep(bench, {"triton_guide": attention}, LENGTHS, batch=BATCH,
+                              heads=HEADS, head_dim=HEAD_DIM, causal=causal, backward=backward)
     results.plot()
-    return f"{pass_name}, {'causal' if causal else 'full'}", results
+    return results
 
 
 # %%
 # Forward, causal:
 
-sweeps = [benchmark(backward=False, causal=True)]
+sweeps = {"forward, causal": sweep(backward=False, causal=True)}
 
 # %%
 # Backward, full attention:
 
-sweeps.append(benchmark(backward=True, causal=False))
+sweeps["backward, full"] = sweep(backward=True, causal=False)
 
 # %%
 # Backward, causal:
 
-sweeps.append(benchmark(backward=True, causal=True))
+sweeps["backward, causal"] = sweep(backward=True, causal=True)
 
 # %%
 # The three sweeps at a glance: ours over each baseline, the lowest and highest ratio over
 # the sequence lengths with the length where it is lowest; then, at the longest length,
 # where the host's share is smallest, each variant as a share of cuDNN's rate:
 
-for name, results in sweeps:
+for name, results in sweeps.items():
     print_ratio_range(results, "triton_guide", ["SDPA flash", "SDPA cuDNN"], context=name)
     print_share_of(results, "SDPA cuDNN", context=name)
 
 # %%
-# Where ours falls below a baseline at the shortest length, the host's share (above) is
-# the first suspect. At the longest length, compare the forward's ratio to cuDNN with the
-# backward's: our backward does seven matrix products where cuDNN's counts five, and the
-# FLOP rate counts only the five.
+# At the shortest length, each call is timed with the host's work in it (autograd, the
+# launches); ``benchmarks/report.py`` prints GPU time beside it. At the longest length,
+# compare the forward's ratio to cuDNN with the backward's: our backward does seven matrix
+# products where the FLOP count has five, so at the same speed per product it would show
+# 5/7, about 0.71, of the rate of a backward that does five.
 
 # %%
 # Takeaways
@@ -323,4 +290,5 @@ for name, results in sweeps:
 # Used here: :func:`~triton_guide.attention.attention`,
 # :func:`~triton_guide.attention.attention_forward`,
 # :func:`triton_guide.attention_reference`, :func:`triton_guide.testing.assert_close`,
-# :class:`triton_guide.benchmark.Benchmark` (with ``recordings_from``).
+# :class:`triton_guide.benchmark.Benchmark` (with ``recordings_from``),
+# :func:`triton_guide.benchmark.attention_sweep`.

@@ -22,12 +22,15 @@ You will learn:
 """
 
 # %%
+import functools
+
 import numpy as np
 import torch
 import triton
 
 from triton_guide import runtime, vector_sum, vector_sum_reference
-from triton_guide.benchmark import Benchmark, gb_per_s, print_where_time_follows_work
+from triton_guide.benchmark import (Benchmark, distinct_results, gb_per_s,
+                                    print_where_time_follows_work, random_inputs)
 from triton_guide.reduction import MAX_PARTIALS, partial_sums_kernel
 from triton_guide.testing import assert_close
 
@@ -244,29 +247,17 @@ for name, repeated in (("two-stage", two_stage), ("atomic", atomic)):
           f"{runs} runs, spread {spread:.2e}")
 
 # %%
-# On GPUs, 20 runs of each kernel on one large vector, counting the distinct results:
+# On GPUs, 20 runs of each kernel on one large vector of random values, counting the
+# distinct results (``distinct_results``; ``random_inputs`` makes a call on fresh random
+# inputs of the shape given for each size):
 
 repeats = 20
-
-
-def distinct_results(method):
-    def prepare(size):
-        data = torch.randn(size, device=device)
-
-        def count():
-            sums = [vector_sum(data, method=method) for _ in range(repeats)]
-            return len(torch.stack(sums).unique())
-        return count
-    return prepare
-
-
+methods = {method: random_inputs(functools.partial(vector_sum, method=method), lambda n: (n,))
+           for method in ("two_stage", "atomic")}
 repeatability = bench.measure(
     "run to run", [2**26 + 3],
-    {method: distinct_results(method) for method in ("two_stage", "atomic")}, label="n",
+    {method: distinct_results(call, repeats) for method, call in methods.items()}, label="n",
     unit=f"distinct results in {repeats} runs", xlabel="elements (float32)")
-for run in repeatability:
-    print(f"{run.gpu}: {run['two_stage'][0]:.0f} distinct result(s) from the two-stage "
-          f"kernel, {run['atomic'][0]:.0f} from the atomic one, in {repeats} runs each")
 
 # %%
 # A CPU build can still replay what a GPU does: take the programs' partial sums (stage
@@ -311,19 +302,8 @@ print(f"{num_programs} partial sums added in {orderings} random orders "
 # How the site times these calls, and what a recording holds: :doc:`/measuring`.
 
 sizes = [2**k for k in range(16, 29, 2)]
-
-
-def timed(method):
-    def prepare(size):
-        data = torch.randn(size, device=device)
-        if method == "torch.sum":
-            return lambda: data.sum()
-        return lambda: vector_sum(data, method=method)
-    return prepare
-
-
-methods = ("two_stage", "atomic", "torch.sum")
-results = bench.sweep("sum of a vector", sizes, {name: timed(name) for name in methods},
+methods["torch.sum"] = random_inputs(torch.sum, lambda n: (n,))
+results = bench.sweep("sum of a vector", sizes, methods,
                       lambda size, ms: gb_per_s(4 * size, ms), label="n", unit="GB/s",
                       ceiling="copy", xlabel="elements (float32)")
 results.plot()

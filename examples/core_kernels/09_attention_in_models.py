@@ -15,25 +15,25 @@ You will learn:
 * why decoding is memory-bound, placed on the roofline;
 * flash-decoding in steps: one program per block of queries leaves the GPU idle, so
   split the keys across programs and merge the partial results by their log-sum-exp;
+  what the split buys, measured;
 * the causal mask aligned bottom-right, drawn from the kernel's own output;
-* the checks against float64, and the speed next to PyTorch's
-  ``scaled_dot_product_attention`` (SDPA), in GPU time and as a program calls it.
+* the checks against float64 of each case a model's call brings in.
+
+How these kernels compare with PyTorch's ``scaled_dot_product_attention`` on a decoding
+step, in GPU time and as a program calls them, is the decode table of
+``benchmarks/report.py``.
 """
 
 # %%
 import functools
-import math
 
-import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 
 from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention_decode import (attention_decode, decode_block_n, decode_splits,
                                            uses_decode, visible_keys)
-from triton_guide.benchmark import (Benchmark, copies_for_cold_cache, gb_per_s,
-                                    print_host_bound, print_ratio_range, print_ratios,
-                                    print_ridge_points, roofline, tflop_per_s)
+from triton_guide.benchmark import (Benchmark, draw_key_masks, gb_per_s, on_cold_copies,
+                                    print_ratios, roofline, tflop_per_s)
 from triton_guide.hardware import multiprocessors
 from triton_guide.testing import assert_close, tolerance
 from triton_guide.traffic import Cost
@@ -50,13 +50,15 @@ device = runtime.device()
 # head. Grouped-query attention (GQA) gives ``H / Hk`` query heads one key and value head
 # between them: query head ``h`` reads key head ``h // (H / Hk)``. Multi-query attention
 # (MQA) is the extreme, one key and value head for all. ``attention`` takes ``k`` and
-# ``v`` of shape ``(batch, Hk, Nk, d)`` beside ``q`` of shape ``(batch, H, Nq, d)``.
+# ``v`` of shape ``(batch, Hk, Nk, d)`` beside ``q`` of shape ``(batch, H, Nq, d)``
+# (``decode_inputs`` makes random ones, for the timings and the checks below).
 #
 # A decoding step multiplies a few query rows by every cached key and value, so it must
 # read the layer's whole cache, ``2 Hk Nk d`` numbers per sequence, for ``4 H Nq Nk d``
 # FLOPs. Fewer key heads mean fewer bytes for the same arithmetic. For 32 query heads of
-# dimension 128 in bfloat16, 8 sequences of 32768 cached tokens, one layer
-# (``decode_inputs`` makes such inputs for the timings further down):
+# dimension 128 in bfloat16, 8 sequences of 32768 cached tokens, one layer:
+
+HEADS, HEAD_DIM, DTYPE, BATCH, CACHED = 32, 128, torch.bfloat16, 8, 32768
 
 
 def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element_size=2):
@@ -67,14 +69,14 @@ def decode_cost(batch, heads, kv_heads, num_queries, num_keys, head_dim, element
                 bytes=(kv + q_and_out) * element_size)
 
 
-def decode_inputs(batch, kv_heads, num_queries, num_keys, copies=1):
-    q = torch.randn(batch, HEADS, num_queries, HEAD_DIM, device=device, dtype=DTYPE)
-    shape = (batch, kv_heads, num_keys, HEAD_DIM)
-    return q, [tuple(torch.randn(shape, device=device, dtype=DTYPE) for _ in "kv")
-               for _ in range(copies)]
+def decode_inputs(batch, heads, kv_heads, num_queries, num_keys, head_dim=HEAD_DIM,
+                  dtype=DTYPE):
+    q = torch.randn(batch, heads, num_queries, head_dim, device=device, dtype=dtype)
+    k, v = (torch.randn(batch, kv_heads, num_keys, head_dim, device=device, dtype=dtype)
+            for _ in "kv")
+    return q, k, v
 
 
-HEADS, HEAD_DIM, DTYPE, BATCH, CACHED = 32, 128, torch.bfloat16, 8, 32768
 CASES = {"MHA 32:32, 1 query": (32, 1), "GQA 8:1, 1 query": (4, 1),  # (key heads, queries)
          "MQA 32:1, 1 query": (1, 1), "GQA 8:1, 16 queries": (4, 16)}
 costs = {name: decode_cost(BATCH, HEADS, kv_heads, queries, CACHED, HEAD_DIM)
@@ -92,44 +94,32 @@ for name, cost in costs.items():
 # decoding checks several draft tokens at once). A GPU's ridge point, where its roof
 # turns from the memory bandwidth to the arithmetic rate, is the rate of a float16
 # cuBLAS product (bfloat16 runs on the same tensor cores) over the copy bandwidth, both
-# measured:
-
-ridges = print_ridge_points(bench)  # each GPU's, in FLOP per byte
-highest = max(cost.intensity for cost in costs.values())
-for gpu, ridge in ridges.items():
-    print(f"{gpu}: ridge point {ridge / highest:.1f}x the most intense case here "
-          f"({highest:.0f} FLOP/byte)")
-
-# %%
-# Below the ridge point the call can go no faster than it reads its bytes. On a GPU each
-# case is timed (GPU time, on copies of the cache in rotation, so that each call reads
-# its cache from memory) and placed at its intensity; then its time per call is set
-# against its bytes. The roof's slope is the bandwidth of a copy, which reads and writes
-# as much; a call that almost only reads can beat it, and pass 100%.
+# measured. On a GPU each case is timed (GPU time, on copies of the cache in rotation, so
+# that each call reads its cache from memory) and placed at its intensity under each
+# GPU's roof; below, each GPU's ridge point, then each case's rate as a share of its roof.
+# The roof's slope is the bandwidth of a copy, which reads and writes as much; a call
+# that almost only reads can beat it, and pass 100%.
 
 
-def placed_case(name):
-    copies = copies_for_cold_cache(costs[name].bytes, at_least=1)
-    q, caches = decode_inputs(BATCH, *CASES[name], CACHED, copies)
-    return [lambda k=k, v=v: attention(q, k, v) for k, v in caches]
+def case_call(name):  # one decoding step of a case, on a fresh cache
+    return functools.partial(attention, *decode_inputs(BATCH, HEADS, *CASES[name], CACHED))
 
 
-placed = bench.sweep("decoding on the roofline", list(CASES), {"achieved": placed_case},
+placed = bench.sweep("decoding on the roofline", list(CASES),
+                     {"achieved": on_cold_copies(case_call, lambda name: costs[name].bytes)},
                      lambda name, ms: tflop_per_s(costs[name].flops, ms), label="case",
                      unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=True)
 copy_roofs = bench.ceilings("copy")  # the roof's slope, per GPU
-if placed:
-    roofline(placed, costs,
-             {run.slug: copy_roofs[run.gpu].value for run in placed if run.gpu in copy_roofs})
+roofline(placed, costs, {run.slug: copy_roofs[run.gpu].value for run in placed})
 
-# Time per call (worked back from the rates) against bytes: MHA over GQA, GQA over MQA,
-# and GQA's 16 queries over its one:
-mha_mb, gqa_mb, mqa_mb, _ = (cost.bytes / 1e6 for cost in costs.values())
-for run in placed:
-    us = dict(zip(run.xs, run.us_per_call("achieved", lambda x: costs[x].flops)))
-    mha, gqa, mqa, sixteen = (us[name] for name in CASES)
-    print(f"{run.gpu}: time {mha / gqa:.1f}x for {mha_mb / gqa_mb:.1f}x the bytes, "
-          f"{gqa / mqa:.1f}x for {gqa_mb / mqa_mb:.1f}x; 16 queries {sixteen / gqa:.2f}x one's")
+# %%
+# Below its ridge point a case can go no faster than it reads its bytes, so its share of
+# the roof is the share of the copy bandwidth at which it reads them, and its time is its
+# bytes over that rate. So two cases at the same share take times in the ratio of their
+# bytes (MHA reads 8x the bytes of GQA 8:1, which reads 4x those of MQA), and a case at a
+# lower share takes longer than its bytes alone say, by the ratio of the shares. GQA with
+# 16 queries reads the bytes of GQA with one for 16x the FLOPs: at the same share it would
+# take the same time; the printed shares say how close it comes.
 
 # %%
 # Flash-decoding, step 1: one program per block of queries
@@ -178,8 +168,7 @@ for batch in (1, 8, 64):
 # ``lse = log(sum_s exp(lse_s))``. The same merge, in PyTorch, on the outputs and
 # log-sum-exps that ``attention`` returns for chunks of the keys:
 
-q = torch.randn(1, 8, 1, 64, device=device)
-k, v = (torch.randn(1, 1, 1000, 64, device=device) for _ in "kv")
+q, k, v = decode_inputs(1, 8, 1, 1, 1000, head_dim=64, dtype=torch.float32)
 parts = [attention(q, k[:, :, s:s + 250], v[:, :, s:s + 250], return_lse=True)
          for s in range(0, 1000, 250)]
 lse = torch.logsumexp(torch.stack([part_lse for _, part_lse in parts]), dim=0)
@@ -189,7 +178,8 @@ plain_mean = sum(out for out, _ in parts) / len(parts)
 print(f"4 chunks of 250 keys merged by log-sum-exp: relative error "
       f"{(merged - whole).norm() / whole.norm():.1e}, lse off by at most "
       f"{(lse - whole_lse).abs().max():.1e}")
-print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / whole.norm():.2f}")
+print(f"the chunks' outputs averaged instead: relative error "
+      f"{(plain_mean - whole).norm() / whole.norm():.2f}")
 
 # %%
 # The combine kernel does the same from the unnormalised partials, as the online softmax
@@ -204,29 +194,35 @@ print(f"the chunks' outputs averaged instead: {(plain_mean - whole).norm() / who
 #    :end-before: head_rows = batch_kv_head
 #    :dedent: 4
 #
+# The kernels' merge on the same 1000 keys, split 2, 3 and 8 ways (the last split
+# shorter than the others), against one program over all of them:
+
+one_split = attention_decode(q, k, v, False, 64 ** -0.5, num_splits=1)[0]
+for num_splits in (2, 3, 8):
+    split_out = attention_decode(q, k, v, False, 64 ** -0.5, num_splits=num_splits)[0]
+    print(f"keys split {num_splits} ways, merged by the combine kernel: relative "
+          f"difference from one split {(split_out - one_split).norm() / one_split.norm():.1e}")
+
+# %%
 # What the split buys, timed on a GPU for one query of GQA 8:1 against 32768 keys, in
 # bytes moved per second (GPU time; the cache is nearly all of them): all keys in one
 # program per (batch, key head), which stores the finished rows (no combine), against
 # the split that ``decode_splits`` picks:
 
 
-def step_bytes(batch):
-    return decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM).bytes
+step_costs = {batch: decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM)
+              for batch in (1, 8, 64)}
 
 
-def decode_step(num_splits):
-    def prepare(batch):
-        copies = copies_for_cold_cache(step_bytes(batch))
-        q, caches = decode_inputs(batch, kv_heads, 1, num_keys, copies)
-        scale = HEAD_DIM ** -0.5
-        return [lambda k=k, v=v: attention_decode(q, k, v, False, scale, num_splits=num_splits)
-                for k, v in caches]
-    return prepare
+def split_step(num_splits):  # one query of GQA 8:1 per step, on fresh caches
+    return on_cold_copies(lambda batch: functools.partial(
+        attention_decode, *decode_inputs(batch, HEADS, kv_heads, 1, num_keys), False,
+        HEAD_DIM ** -0.5, num_splits=num_splits), lambda batch: step_costs[batch].bytes)
 
 
-steps = bench.sweep("flash-decoding: one program per key head, then split keys", [1, 8, 64],
-                    {"one split": decode_step(1), "split keys": decode_step(None)},
-                    lambda batch, ms: gb_per_s(step_bytes(batch), ms),
+steps = bench.sweep("flash-decoding: one program per key head, then split keys",
+                    list(step_costs), {"one split": split_step(1), "split keys": split_step(None)},
+                    lambda batch, ms: gb_per_s(step_costs[batch].bytes, ms),
                     label="batch", unit="GB/s", ceiling="copy", gpu_time=True)
 print_ratios(steps, "split keys", "one split")  # above 1: splitting is faster
 
@@ -258,20 +254,15 @@ def mask_of_kernel(num_queries, num_keys):
     return (attention(q, k, v, causal=True)[0, 0, :, :num_keys] > 0).cpu()
 
 
-figure, panels = plt.subplots(1, 2, figsize=(8, 2.6))
-for axes, (nq, nk) in zip(panels, [(4, 16), (24, 16)]):
+masks = {}
+for nq, nk in [(4, 16), (24, 16)]:
     seen = mask_of_kernel(nq, nk)
     assert torch.equal(seen, visible_keys(nq, nk, causal=True)), (nq, nk)
     path = "decode kernel" if nq <= 16 else "main kernel"
-    axes.imshow(seen, cmap="Blues", vmin=0, vmax=1.4, aspect="auto")
-    axes.plot([-0.5, nk - 0.5], [nq - nk - 0.5, nq - 0.5], color="black", linewidth=1,
-              label="j = i + Nk - Nq")
-    axes.set(xlim=(-0.5, nk - 0.5), ylim=(nq - 0.5, -0.5), xlabel="key j", ylabel="query i",
-             title=f"{nq} queries, {nk} keys ({path})")
+    masks[f"{nq} queries, {nk} keys ({path})"] = seen
     print(f"Nq={nq}, Nk={nk} ({path}): the kernel's mask equals visible_keys; rows that "
           f"see no key: {int((~seen.any(dim=1)).sum())}")
-panels[1].legend(loc="upper right", fontsize=8)
-figure.tight_layout()
+draw_key_masks(masks)  # each mask with the line j = i + Nk - Nq
 
 # %%
 # Checks against float64
@@ -293,8 +284,7 @@ dtypes = runtime.pick(interpreter=(torch.float32, torch.float16),
 for name, (h, hk, nq, nk, causal) in cases.items():
     errors = []
     for dtype in dtypes:
-        q = torch.randn(2, h, nq, head_dim, device=device, dtype=dtype)
-        k, v = (torch.randn(2, hk, nk, head_dim, device=device, dtype=dtype) for _ in "kv")
+        q, k, v = decode_inputs(2, h, hk, nq, nk, head_dim, dtype)
         expected = attention_reference(q.double(), k.double(), v.double(), causal=causal)
         errors.append(assert_close(attention(q, k, v, causal=causal), expected,
                                    rtol=tolerance(dtype, tensor_cores=True)))
@@ -303,99 +293,24 @@ for name, (h, hk, nq, nk, causal) in cases.items():
         f"{str(dtype)[6:]} {error:.1e}" for dtype, error in zip(dtypes, errors)))
 
 # %%
-# Against SDPA
-# ------------
-# One query (a decoding step) of 32 heads on 4 key heads (GQA 8:1), head dimension 128,
-# bfloat16, batch 1 to 64, against 4096 to 131072 cached keys. The baselines are
-# ``F.scaled_dot_product_attention(..., enable_gqa=True)`` on its FlashAttention and
-# cuDNN backends, selected before each measurement. The rate is bytes moved per second
-# (the cache, nearly all of them), under the copy ceiling. First in GPU time (the host left
-# out: the kernels' cost), then as a program calls it, host included (how the site times:
-# :doc:`/measuring`):
-
-SHAPES = {f"B{b} Nk{n // 1024}k": (b, n) for b in (1, 8, 64) for n in (4096, 32768, 131072)}
-BASELINES = {"flash": "flash", "cuDNN": "cudnn"}  # names in torch.backends.cuda
-sdpa_gqa = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
-refused, stand_in = set(), [False]  # stand_in: the variant just prepared was refused
-
-
-def call_bytes(shape):
-    batch, num_keys = SHAPES[shape]
-    return decode_cost(batch, HEADS, kv_heads, 1, num_keys, HEAD_DIM).bytes
-
-
-def only_backend(backend):  # SDPA's backend: set before a measurement, not in each call
-    for name in ("flash", "mem_efficient", "math", "cudnn"):
-        getattr(torch.backends.cuda, f"enable_{name}_sdp")(backend in (None, name))
-
-# %%
-# Each variant prepares its calls; SDPA's are first checked to give our answer (a
-# backend that refuses a shape is timed on a stand-in and shown as nan):
-
-
-def decode_case(backend, gpu_time):
-    def prepare(shape):
-        copies = copies_for_cold_cache(call_bytes(shape), at_least=1) if gpu_time else 1
-        q, caches = decode_inputs(SHAPES[shape][0], kv_heads, 1, SHAPES[shape][1], copies)
-        only_backend(backend)
-        call, stand_in[0] = (attention if backend is None else sdpa_gqa), False
-        try:
-            assert_close(call(q, *caches[0]), attention(q, *caches[0]),
-                         rtol=tolerance(DTYPE, tensor_cores=True))
-        except RuntimeError:  # the backend does not take this shape
-            refused.add(f"{backend} at {shape}")
-            call, stand_in[0] = (lambda q, k, v: q.add(0)), True
-        calls = [lambda k=k, v=v: call(q, k, v) for k, v in caches]
-        return calls if gpu_time else calls[0]
-    return prepare
-
-
-def decode_sweep(timing, gpu_time):
-    variants = {"ours": decode_case(None, gpu_time)}
-    variants |= {name: decode_case(backend, gpu_time) for name, backend in BASELINES.items()}
-    return bench.sweep(f"decoding against SDPA, {timing}", list(SHAPES), variants,
-                       lambda shape, ms: math.nan if stand_in[0] else gb_per_s(
-                           call_bytes(shape), ms), label="shape", unit="GB/s",
-                       ceiling="copy", logx=False, gpu_time=gpu_time)
-
-# %%
-# The two sweeps, then what they say for each GPU: ours over each backend (above 1,
-# ours is faster), the range over the shapes and where it is lowest, and how many shapes
-# reach 1.0x; then the shapes where the host, not the kernel, sets our time as called
-# (a call that took over twice its kernel's GPU time):
-
-on_gpu = decode_sweep("GPU time", gpu_time=True)
-as_called = decode_sweep("as called", gpu_time=False)
-only_backend(None)  # SDPA may choose its backend again
-if refused:
-    print(f"refused: {', '.join(sorted(refused))}")
-
-
-print_ratio_range(on_gpu, "ours", BASELINES, context="GPU time")
-print_ratio_range(as_called, "ours", BASELINES, context="as called")
-print_host_bound(on_gpu, as_called, "ours", work=call_bytes)
-if not on_gpu and not as_called:
-    print("No GPU has recorded these sweeps yet: the comparison with SDPA waits for one.")
-
-# %%
 # Takeaways
 # ---------
 # * Grouped heads cut the bytes of keys and values a decoding step reads by the group
-#   size, for the same arithmetic; how closely the time follows is printed above.
+#   size, for the same arithmetic; how closely the time follows is each case's share of
+#   its roof, printed above.
 # * Decoding's intensity, about ``(H / Hk) x Nq`` FLOPs per byte, lies below every GPU's
 #   ridge point printed here: the cache's bytes set the time.
 # * Packing a group's queries into one tile reads each key once per group, but leaves a
 #   decoding step ``batch x Hk`` programs. Split the keys across programs and merge the
 #   partial results by their log-sum-exp, weighing each by ``exp(lse_s - lse)``;
-#   averaging them is wrong.
+#   averaging them is wrong. What the split buys is printed above for each batch.
 # * With a cache, the causal mask is aligned bottom-right: query ``i`` sees keys up to
 #   ``i + Nk - Nq``.
-# * Compare a decoding kernel in GPU time and as called: a call that reads a few MB is
-#   over in microseconds, and then the host's launch can decide the time.
 #
 # Used here: :func:`~triton_guide.attention.attention`,
 # :func:`triton_guide.attention_reference`,
 # :func:`triton_guide.attention_decode.attention_decode`,
 # :func:`triton_guide.attention_decode.decode_splits`,
 # :func:`triton_guide.attention_decode.visible_keys`,
-# :func:`triton_guide.benchmark.roofline`, :class:`triton_guide.benchmark.Benchmark`.
+# :func:`triton_guide.benchmark.roofline`, :func:`triton_guide.benchmark.draw_key_masks`,
+# :class:`triton_guide.benchmark.Benchmark`.

@@ -27,8 +27,9 @@ import torch
 import triton
 
 from triton_guide import runtime
-from triton_guide.benchmark import (Benchmark, first_call_ms, gb_per_s, median_ms,
-                                    print_best_and_worst, print_ratios)
+from triton_guide.benchmark import (Benchmark, memory_bound_sweep, print_best_and_worst,
+                                    print_ratios, print_share_of, random_inputs_by_setting,
+                                    random_inputs_each)
 from triton_guide.copy import (AUTOTUNE_BLOCK_SIZES, AUTOTUNE_NUM_WARPS, copy,
                                copy_autotuned_kernel, copy_kernel, copy_matrix)
 from triton_guide.debugging import compile_kernels
@@ -49,8 +50,13 @@ device = runtime.device()
 #
 # ``BOUNDS`` is a ``tl.constexpr``, so each of its three values compiles to its own
 # kernel with only its own branch in it. First, check that every variant copies exactly.
-# Every timing of a flat copy below copies ``TIMED_N`` float32 elements, 256 MiB, far
-# more than an L2 cache holds (on a GPU, ``n`` here is that long too).
+# Every timing of a flat copy below copies ``TIMED_N`` float32 elements, far more than an
+# L2 cache holds (on a GPU, ``n`` here is that long too).
+
+
+def copy_bytes(elements):  # each float32 element read once and written once
+    return 2 * 4 * elements
+
 
 TIMED_N = 2**26
 n = runtime.pick(interpreter=10_000, gpu=TIMED_N)
@@ -59,13 +65,8 @@ for bounds in ("mask", "branch", "none"):
     block_size = 16 if bounds == "none" else 1024  # "none" needs n % block_size == 0
     exact = torch.equal(copy(x, bounds=bounds, block_size=block_size), x)
     print(f"bounds={bounds!r:<9} copies all {n:,} elements exactly: {exact}")
-
-
-@functools.cache
-def vector(size):
-    """A random float32 vector of ``size`` elements, made when a timing needs it."""
-    return torch.randn(size, device=device)
-
+print(f"a timed copy: {TIMED_N:,} float32 elements ({4 * TIMED_N / 2**20:.0f} MiB), "
+      f"{copy_bytes(TIMED_N) / 2**20:.0f} MiB read and written")
 
 # %%
 # Block size and ``num_warps``
@@ -89,25 +90,20 @@ for block_size in block_sizes:
 
 # %%
 # Measured: GB/s for every combination (one line per ``num_warps``), under the ceiling:
-# a device-to-device copy of 1 GiB, measured in the same run.
-#
-# How the site times these calls, and what a recording holds: :doc:`/measuring`.
+# a device-to-device copy of 1 GiB, measured in the same run. Measuring is the first
+# habit, and on this page each measurement is one helper call: ``random_inputs_by_setting``
+# gives each warp count a call on a fresh vector with x as its ``block_size``, and
+# ``memory_bound_sweep`` times every call as a program makes it (``do_bench``: a warm-up,
+# then runs that each start on a cleared L2) and turns the times into GB/s of the bytes
+# counted above. How the site times calls, and what a recording holds: :doc:`/measuring`.
 
-
-def copy_with_warps(num_warps):
-    def prepare(block_size):
-        data = vector(TIMED_N)
-        return lambda: copy(data, block_size=block_size, num_warps=num_warps)
-    return prepare
-
-
-results = bench.sweep("block size and num_warps", block_sizes,
-                      {f"{w} warps": copy_with_warps(w) for w in warp_counts},
-                      lambda block_size, ms: gb_per_s(2 * 4 * TIMED_N, ms),
-                      label="BLOCK_SIZE", unit="GB/s", ceiling="copy",
-                      xlabel="BLOCK_SIZE (copy of 2^26 float32)")
+by_warps = {f"{w} warps": functools.partial(copy, num_warps=w) for w in warp_counts}
+results = memory_bound_sweep(bench, "block size and num_warps", block_sizes,
+                             random_inputs_by_setting(by_warps, "block_size", TIMED_N),
+                             lambda _: copy_bytes(TIMED_N), label="BLOCK_SIZE",
+                             xlabel="BLOCK_SIZE (copy of 2^26 float32)")
 results.plot()
-best = print_best_and_worst(results)
+print_best_and_worst(results)
 
 # %%
 # Elements per thread do not explain the smallest blocks: at BLOCK_SIZE 128 with 1 warp a
@@ -122,18 +118,14 @@ best = print_best_and_worst(results)
 # `CUDA C++ Programming Guide
 # <https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html>`__). A copy needs
 # few registers and no shared memory, so these two limits decide how many programs fit
-# on an SM at once:
+# on an SM at once (set them beside the first row of the table above, BLOCK_SIZE 128):
 
 MAX_PROGRAMS_PER_SM, MAX_WARPS_PER_SM = 32, 64  # compute capability 9.0
 for w in warp_counts:
     resident = min(MAX_PROGRAMS_PER_SM, MAX_WARPS_PER_SM // w)
     limit = ("the limit of 32 programs" if resident == MAX_PROGRAMS_PER_SM
              else f"{MAX_WARPS_PER_SM} warps / {w}")
-    at_128 = [(run.gpu, run.xs.index(128), run) for run in results]
-    against_one = ", ".join(f"{gpu} {run[f'{w} warps'][i] / run['1 warps'][i]:.2f}"
-                            for gpu, i, run in at_128)
-    print(f"{w:>2} warp(s): {resident:>2} programs per SM ({limit}); at "
-          f"BLOCK_SIZE 128, rate against 1 warp's: {against_one or 'not recorded'}")
+    print(f"{w:>2} warp(s): {resident:>2} programs per SM ({limit})")
 
 # %%
 # Where fewer programs fit, the rate falls: a program holds its place on the SM while it
@@ -176,9 +168,9 @@ for walk, addresses in walks.items():
     sectors = len(set((addresses // 32).tolist()))
     print(f"walk={walk:<8} lanes 0..3 read bytes {addresses[:4].tolist()} ...; "
           f"32 lanes touch {sectors} sectors = {sectors * 32} bytes for 128 useful")
-for walk in walks:
-    print(f"copy_matrix(walk={walk!r}) is exact: "
-          f"{torch.equal(copy_matrix(matrix, walk=walk), matrix)}")
+walk_copies = {walk: functools.partial(copy_matrix, walk=walk) for walk in walks}
+for walk, walk_copy in walk_copies.items():
+    print(f"copy_matrix(walk={walk!r}) is exact: {torch.equal(walk_copy(matrix), matrix)}")
 
 # %%
 # Measured, on square matrices from 4 MiB to 256 MiB. ``do_bench`` clears the L2 cache
@@ -187,21 +179,12 @@ for walk in walks:
 # in an L2 cache, the largest do not.
 
 sides = [1024, 2048, 4096, 8192]
-
-
-def walking(walk):
-    def prepare(side):
-        data = torch.randn(side, side, device=device)
-        return lambda: copy_matrix(data, walk=walk)
-    return prepare
-
-
-coalescing = bench.sweep("rows against columns", sides,
-                         {walk: walking(walk) for walk in walks},
-                         lambda side, ms: gb_per_s(2 * 4 * side * side, ms), label="n",
-                         unit="GB/s", ceiling="copy", xlabel="n (an n x n float32 matrix)")
+coalescing = memory_bound_sweep(bench, "rows against columns", sides,
+                                random_inputs_each(walk_copies, lambda side: (side, side)),
+                                lambda side: copy_bytes(side * side), label="n",
+                                xlabel="n (an n x n float32 matrix)")
 coalescing.plot()
-gaps = print_ratios(coalescing, "rows", "columns")
+print_ratios(coalescing, "rows", "columns")
 
 # %%
 # Counting sectors predicts a gap of 8x. The measured gap (above) is no constant, because
@@ -230,27 +213,10 @@ blocks = triton.cdiv(TIMED_N, block_size)
 print(f"n = {TIMED_N:,}, BLOCK_SIZE {block_size}: {blocks:,} programs, of which "
       f"{int(TIMED_N % block_size != 0)} owns a partial block")
 
-
-def bounded(bounds):
-    def prepare(size):
-        data = vector(size)
-        return lambda: copy(data, bounds=bounds, block_size=block_size)
-    return prepare
-
-
-checks = bench.sweep("masks against branches", [TIMED_N],
-                     {bounds: bounded(bounds) for bounds in ("mask", "branch", "none")},
-                     lambda size, ms: gb_per_s(2 * 4 * size, ms), label="n", unit="GB/s",
-                     ceiling="copy", xlabel="elements (float32)")
-for run in checks:
-    print(f"{run.gpu}: against no check, the mask reaches "
-          f"{run.ratio('mask', 'none'):.3f}x the bandwidth, the branch "
-          f"{run.ratio('branch', 'none'):.3f}x")
-
 # %%
-# At this length, a multiple of the block, the three variants move the same bytes; the
-# mask adds one comparison per element to a kernel that spends its time waiting on
-# memory. Read the numbers above before contorting a kernel to avoid a mask.
+# At a length that is a multiple of the block, the three variants move the same bytes;
+# the mask adds one comparison per element to a kernel that spends its time waiting on
+# memory. The length matters in another way too.
 #
 # A length that is not a multiple of 16
 # ---------------------------------------
@@ -284,104 +250,67 @@ for (bounds, divides), compiled in zip(ptx_cases, ptx):
 # length that divides by 16 loads them as two runs of four; one that does not costs a
 # 4-byte load per element, in every program. The branch keeps the 16-byte loads for full
 # blocks and pays the 4-byte ones only in its masked path, which only the last program
-# takes (the PTX holds both paths). Whether that costs bandwidth is a question for the
-# clock: the same copy, one element longer than ``TIMED_N``:
+# takes (the PTX holds both paths). Whether any of this costs bandwidth is a question for
+# the clock: the copy of ``TIMED_N`` elements with each way of handling the end, and the
+# same copy one element longer (where "none" would write past the end), each rate as a
+# share of the branch's:
 
 odd_n = TIMED_N + 1
 print(f"n = {odd_n:,}: odd_n % 16 = {odd_n % 16}")
-odd = bench.sweep("masks against branches, a length not a multiple of 16", [odd_n],
-                  {bounds: bounded(bounds) for bounds in ("mask", "branch")},
-                  lambda size, ms: gb_per_s(2 * 4 * size, ms), label="n", unit="GB/s",
-                  ceiling="copy", xlabel="elements (float32)")
-for run in odd:
-    share = run.ratio("mask", "branch")
-    verdict = (f"the branch is {1 / share:.2f}x as fast: the narrow loads cost bandwidth"
-               if share < 0.97 else "within 3%: the narrow loads cost no bandwidth we can see")
-    print(f"{run.gpu}: at n = {odd_n:,} the mask reaches {share:.3f}x the branch's "
-          f"bandwidth; {verdict}")
+bounded = {bounds: functools.partial(copy, bounds=bounds, block_size=block_size)
+           for bounds in ("mask", "branch", "none")}
+lengths = {"masks against branches": (TIMED_N, ["mask", "branch", "none"]),
+           "masks against branches, a length not a multiple of 16": (odd_n, ["mask", "branch"])}
+for title, (length, names) in lengths.items():
+    sweep = memory_bound_sweep(bench, title, [length],
+                               random_inputs_each({name: bounded[name] for name in names}, int),
+                               copy_bytes, label="n", xlabel="elements (float32)")
+    print_share_of(sweep, "branch")
 
 # %%
-# Here only the width of the loads in full blocks differs between the two: four times as
-# many load instructions for the same data, more and smaller requests. So the habit to
-# keep is narrower than "avoid masks": when a kernel must accept any length, keep the
-# full blocks free of the mask (the branch); where you choose the sizes, make them
-# multiples of 16; and check the PTX for ``ld.global.v4``.
+# At ``TIMED_N``, a multiple of the block, read the shares before contorting a kernel to
+# avoid a mask. One element longer, only the width of the loads in full blocks differs
+# between the mask and the branch: four times as many load instructions for the same
+# data, more and smaller requests; where the mask's share is well under 100%, they cost
+# bandwidth. So the habit to keep is narrower than "avoid masks": when a kernel must
+# accept any length, keep the full blocks free of the mask (the branch); where you choose
+# the sizes, make them multiples of 16; and check the PTX for ``ld.global.v4``.
 
 # %%
 # What autotuning picks, and what it costs
 # ----------------------------------------
 # ``triton.autotune`` compiles and times every configuration it is given, the first time
 # a kernel is called with a new value of its ``key`` arguments, and reuses the winner
-# after that. The package's autotuned copy tries every pair of these (the interpreter,
-# which cannot time anything, gets only one configuration):
+# after that. It times each with ``do_bench`` at its defaults, so the first call costs a
+# fixed time per configuration whatever the kernel's speed, compilations aside. The
+# package's autotuned copy tries every pair of these (the interpreter, which cannot time
+# anything, gets only one configuration); its pick, once called, is ``best_config``:
 
 configs = len(AUTOTUNE_BLOCK_SIZES) * len(AUTOTUNE_NUM_WARPS)
 print(f"BLOCK_SIZE in {AUTOTUNE_BLOCK_SIZES} x num_warps in {AUTOTUNE_NUM_WARPS}: "
       f"{configs} configurations, each compiled and timed on the first call")
-
-# %%
-# Measured on a GPU, in milliseconds of wall-clock time (``first_call_ms``, with an empty
-# Triton cache so that kernels compile for real): the first call of the autotuned copy of
-# ``TIMED_N`` elements, the calls after it (a median, like every timing above), and, for
-# scale, "one compilation": the first call of the plain copy in a configuration this page
-# has not compiled before. That one holds more than the compiler: the copy itself, and a
-# small C launcher that Triton 3.6 builds once per cache directory and kernel signature.
-# Autotune times each configuration with ``do_bench`` at its defaults:
-
-
-def on_vector(measure):  # given n, a measurement of the vector of n elements
-    return lambda size: functools.partial(measure, vector(size))
-
-
-cost = bench.measure("autotune: first call and later calls", [TIMED_N], {
-    "one compilation": on_vector(lambda data: first_call_ms(
-        lambda: copy(data, block_size=2048, num_warps=2, bounds="branch"))),
-    "first call": on_vector(lambda data: first_call_ms(lambda: copy(data, autotune=True))),
-    "later calls": on_vector(lambda data: median_ms(lambda: copy(data, autotune=True))),
-}, label="n", unit="ms", xlabel="elements (float32)")
 defaults = inspect.signature(triton.testing.do_bench).parameters
 timing_ms = configs * (defaults["warmup"].default + defaults["rep"].default)
 print(f"do_bench's defaults: {defaults['warmup'].default} ms of warm-up and "
       f"{defaults['rep'].default} ms of timed runs; for {configs} configurations about "
       f"{timing_ms / 1e3:.2f} s, whatever the kernel's speed")
-for run in cost:
-    compiling, first, later = (run[name][0] for name in run.series)
-    print(f"{run.gpu}: first call {first / 1e3:.2f} s, {first / compiling:.0f}x one "
-          f"compilation ({compiling / 1e3:.2f} s), {timing_ms / first:.0%} of it do_bench's "
-          f"nominal timing; later calls {later:.3f} ms")
-
-# %%
-# What the first call measured: autotune keeps its timing of every configuration
-# (``copy_autotuned_kernel.configs_timings``, in milliseconds) and picks the fastest, so
-# the best below is its pick. As GB/s:
-
-
-def autotune_rate(num_warps):  # given BLOCK_SIZE, a reading of autotune's timing of it
-    def timing_of(block_size):
-        timings = getattr(copy_autotuned_kernel, "configs_timings", None) or {}
-        for config, ms in timings.items():
-            if (config.kwargs["BLOCK_SIZE"], config.num_warps) == (block_size, num_warps):
-                # [median, 20th, 80th percentile] in ms, or a bare median
-                return gb_per_s(2 * 4 * TIMED_N, ms[0] if isinstance(ms, list) else ms)
-        raise LookupError(f"autotune kept no timing of BLOCK_SIZE {block_size}, "
-                          f"{num_warps} warps")
-    return lambda block_size: functools.partial(timing_of, block_size)
-
-
-tuned = bench.measure(
-    "autotune's timings", list(AUTOTUNE_BLOCK_SIZES),
-    {f"{w} warps": autotune_rate(w) for w in AUTOTUNE_NUM_WARPS}, label="BLOCK_SIZE",
-    unit="GB/s", xlabel="BLOCK_SIZE (autotuned copy of 2^26 float32)")
-picks = print_best_and_worst(tuned)
 print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
+pick, tried = copy_autotuned_kernel.best_config, len(copy_autotuned_kernel.configs)
+print(f"its pick for n = {n:,} of the {tried} configuration(s) it has here: "
+      f"BLOCK_SIZE {pick.kwargs['BLOCK_SIZE']}, {pick.num_warps} warps")
 
 # %%
+# On a GPU, ``n`` is ``TIMED_N``, and the first sweep on this page timed the same nine
+# configurations with the same timer: its rows 256, 1024 and 4096, columns 2, 4 and 8
+# warps. Where their rates lie close together (how many lie within 5% of the best is
+# printed under that sweep), the pick can change from run to run with the noise of the
+# timings.
+#
 # A key that changes often (here, every new length) pays the first call again and again,
 # and so does a new process: Triton's disk cache spares it the compilations, not the
-# timings, unless the autotuner is made with ``cache_results=True``. Where the rates lie
-# close together, the pick can change from run to run with the noise of the timings.
-# Autotune over few configurations, with a key that changes rarely, or choose by a rule
-# once a sweep like the first one has shown what wins.
+# timings, unless the autotuner is made with ``cache_results=True``. Autotune over few
+# configurations, with a key that changes rarely, or choose by a rule once a sweep like the
+# first one has shown what wins.
 
 # %%
 # Takeaways
@@ -392,14 +321,16 @@ print(f"autotuned copy is exact: {torch.equal(copy(x, autotune=True), x)}")
 # * Let neighbouring lanes read neighbouring addresses. Down columns, a warp's loads ask
 #   for 8 times as many sectors per useful byte, and the column walk stayed at about the
 #   same low bandwidth at every size, on both GPUs.
-# * Measure what a mask costs before removing it (the ratios to no check are printed
-#   above). At a length that does not divide by 16 the mask also loses the 16-byte
-#   loads, and a branch that leaves full blocks unmasked keeps them.
+# * Measure what a mask costs before removing it (each variant's share of the branch's
+#   rate is printed above). At a length that does not divide by 16 the mask also loses
+#   the 16-byte loads, and a branch that leaves full blocks unmasked keeps them.
 # * Read the PTX to see what the compiler made of a kernel: whether loads are 16 bytes
 #   wide depends on what it knows about lengths and pointers.
 # * Autotuning costs compilations and timings on the first call of every new key.
 #
 # Used here: :func:`triton_guide.copy.copy`, :func:`triton_guide.copy.copy_matrix`,
 # :func:`triton_guide.debugging.compile_kernels`,
-# :class:`triton_guide.benchmark.Benchmark`, :func:`triton_guide.benchmark.median_ms`,
-# :func:`triton_guide.benchmark.first_call_ms`.
+# :class:`triton_guide.benchmark.Benchmark`,
+# :func:`triton_guide.benchmark.memory_bound_sweep`,
+# :func:`triton_guide.benchmark.random_inputs_by_setting`,
+# :func:`triton_guide.benchmark.random_inputs_each`.

@@ -20,13 +20,15 @@ and an H200, and the first line printed below says which.
 """
 
 # %%
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from triton_guide import attention_reference, matmul_reference, runtime
-from triton_guide.benchmark import (Benchmark, calls_on, cold_matmul_inputs, print_share_range,
-                                    tflop_per_s)
+from triton_guide.benchmark import (Benchmark, compute_bound_sweep, print_share_and_gain,
+                                    random_inputs_by_setting)
 from triton_guide.pipelining import (ATTENTION_TILE, MATMUL_TILE, check_variants,
                                      launch_attention, launch_matmul, print_outcomes,
                                      programs_per_sm, runnable, stage_bytes,
@@ -128,33 +130,29 @@ print_outcomes(matmul_outcomes)
 # What each knob buys on the matmul
 # ---------------------------------
 # Every variant that compiled at every stage count, on a 4096 x 4096 x 4096 float16
-# product, in GPU time on inputs too large together for L2 (:doc:`/measuring`), beside
-# cuBLAS (``torch.matmul``), which does not depend on the stage count: a flat line.
+# product, beside cuBLAS (``torch.matmul``), which does not depend on the stage count: a
+# flat line. ``random_inputs_by_setting`` gives each a call on fresh inputs with x as its
+# ``num_stages``; ``compute_bound_sweep`` times it in GPU time on enough copies of the
+# inputs to overrun L2 (``cold_bytes``), in TFLOP/s under the GEMM ceiling
+# (:doc:`/measuring`).
 
 size = 4096
-
-
-def ours(knobs):  # given the stage count, calls on copies of the inputs
-    return lambda stages: calls_on(
-        lambda a, b: launch_matmul(a, b, num_stages=stages, **knobs),
-        cold_matmul_inputs(size, size, size, torch.float16))
-
-
-def cublas(stages):
-    return calls_on(matmul_reference, cold_matmul_inputs(size, size, size, torch.float16))
-
-
-timed = {name: ours(matmul_variants[name]) for name in runnable(matmul_outcomes)}
-matmul_runs = bench.sweep(
-    "matmul by stages", STAGES, {**timed, "cuBLAS": cublas},
-    lambda stages, ms: tflop_per_s(2 * size**3, ms), label="num_stages", unit="TFLOP/s",
-    ceiling="gemm_fp16", xlabel="num_stages (4096^3, float16)", logx=False, gpu_time=True)
+matmuls = {name: functools.partial(launch_matmul, **matmul_variants[name])
+           for name in runnable(matmul_outcomes)}
+matmuls["cuBLAS"] = lambda a, b, num_stages: matmul_reference(a, b)  # no stages to set
+matmul_runs = compute_bound_sweep(bench, "matmul by stages", STAGES, random_inputs_by_setting(
+    matmuls, "num_stages", (size, size), (size, size), dtype=torch.float16),
+    lambda _: 2 * size**3, cold_bytes=lambda _: 2 * size * size * 2,  # a and b, float16
+    label="num_stages", xlabel="num_stages (4096^3, float16)", logx=False)
 matmul_runs.plot()
 
 # %%
-# Each variant's best and worst stage count, as a fraction of cuBLAS:
+# Each variant's best and worst stage count as a fraction of cuBLAS; in brackets, what
+# its best stage count gained over one stage; last, what the step to the stage count
+# where an SM comes down to one program (printed above) changed. Below 1.00x there, the
+# rate dropped:
 
-matmul_best = print_share_range(matmul_runs, "cuBLAS")
+print_share_and_gain(matmul_runs, "cuBLAS", step_to=single_from["matmul"])
 
 # %%
 # The attention forward
@@ -189,55 +187,31 @@ print_outcomes(attention_outcomes)
 batch, heads, seq, head_dim = 4, 32, 4096, 128
 
 
-def prepared(call):  # given the stage count, a compiled call on fresh inputs
-    def prepare(stages):
-        q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device,
-                               dtype=torch.float16) for _ in range(3))
-        call(q, k, v, stages)  # compile outside the timed region
-        return lambda: call(q, k, v, stages)
-    return prepare
-
-
-def cudnn(q, k, v, stages):
+def cudnn(q, k, v, num_stages):  # the stage count is not cuDNN's to set
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         return F.scaled_dot_product_attention(q, k, v)
 
 
-timed = {name: prepared(lambda q, k, v, stages, knobs=attention_variants[name]:
-                        launch_attention(q, k, v, num_stages=stages, **knobs))
-         for name in runnable(attention_outcomes)}
-attention_runs = bench.sweep(
-    "attention by stages", ATTENTION_STAGES, {**timed, "SDPA cuDNN": prepared(cudnn)},
-    lambda stages, ms: tflop_per_s(4 * batch * heads * seq**2 * head_dim, ms),
-    label="num_stages", unit="TFLOP/s", ceiling="gemm_fp16",
+attentions = {name: functools.partial(launch_attention, **attention_variants[name])
+              for name in runnable(attention_outcomes)} | {"SDPA cuDNN": cudnn}
+qkv = (batch, heads, seq, head_dim)
+attention_runs = compute_bound_sweep(
+    bench, "attention by stages", ATTENTION_STAGES, random_inputs_by_setting(
+        attentions, "num_stages", qkv, qkv, qkv, dtype=torch.float16, warm=True),
+    lambda _: 4 * batch * heads * seq**2 * head_dim, label="num_stages",
     xlabel="num_stages (4 x 32 x 4096 x 128, float16)", logx=False)
 attention_runs.plot()
-attention_best = print_share_range(attention_runs, "SDPA cuDNN")
+print_share_and_gain(attention_runs, "SDPA cuDNN", step_to=single_from["attention"])
 
 # %%
 # Takeaways
 # ---------
-# How to read the plots: where one stage is far below two, the copies' latency was exposed
-# and a second buffer hid it; where the line flattens, the copies already arrive before
-# they are needed and more buffers add nothing. At the stage count where an SM comes down
-# to one program, a drop means the second program had been hiding waits too; no drop, that
-# the stages hide them alone. From what this page printed above, per GPU:
-
-for kernel, found in (("matmul", matmul_best), ("attention", attention_best)):
-    alone = single_from[kernel]  # the stage count from which an SM holds one program
-    for gpu, variants in found.items():
-        for name, share in variants.items():
-            best = max(share, key=share.get)
-            step = (f"; from {alone - 1} stages to {alone}, where the SM comes down to "
-                    f"one program, {share[alone] / share[alone - 1]:.2f}x"
-                    if alone in share and alone - 1 in share else "")
-            print(f"* {gpu}, {kernel}, {name}: at best {share[best]:.0%} of the vendor's "
-                  f"kernel ({best} stages), {share[best] / share[1]:.2f}x one stage{step}")
-if not matmul_best and not attention_best:
-    print("* No GPU timings recorded or measured in this build: what each knob buys is "
-          "not shown. The tables above hold only the interpreter's correctness checks.")
-
-# %%
+# How to read the lines under the plots: where one stage is far below two, the copies'
+# latency was exposed and a second buffer hid it; where the line flattens, the copies
+# already arrive before they are needed and more buffers add nothing. At the stage count
+# where an SM comes down to one program (the last figure of each line), a drop means the
+# second program had been hiding waits too; no drop, that the stages hide them alone.
+#
 # A stage is a buffer: it hides one more copy's wait, until shared memory runs out or
 # the SM holds fewer programs. Measure each knob against the vendor's kernel in the same
 # run, and read what the compiler made of it before believing a knob did anything.
@@ -247,4 +221,7 @@ if not matmul_best and not attention_best:
 # :func:`triton_guide.pipelining.check_variants`,
 # :func:`triton_guide.pipelining.stage_bytes`,
 # :func:`triton_guide.pipelining.programs_per_sm`,
-# :class:`triton_guide.benchmark.Benchmark`.
+# :class:`triton_guide.benchmark.Benchmark`,
+# :func:`triton_guide.benchmark.compute_bound_sweep`,
+# :func:`triton_guide.benchmark.random_inputs_by_setting`,
+# :func:`triton_guide.benchmark.print_share_and_gain`.

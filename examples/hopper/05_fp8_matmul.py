@@ -41,7 +41,8 @@ bench = Benchmark()
 print(bench.stamp())
 device = runtime.device()
 # whether FP8 products run here: the interpreter computes them in numpy; on a GPU, FP8
-# tensor cores (and torch._scaled_mm) need sm_89 or later
+# tensor cores (and torch._scaled_mm) need compute capability 8.9 or later (sm_89: Ada,
+# then Hopper's sm_90)
 has_fp8 = device.type == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
 
 # %%
@@ -202,12 +203,14 @@ for name, c in (("forgotten", a_fp8.double() @ b_fp8.double()),
 # ``scale_a[i] * scale_b[j]``, the same along K, so the scales come out of the sum:
 # ``c[i, j] = scale_a[i] * scale_b[j] * sum_k a_fp8[i, k] * b_fp8[k, j]``. The kernel is
 # the lesson's tiled matmul with FP8 tiles: ``tl.dot`` multiplies them into a float32
-# accumulator and the scales multiply the finished tile once, in the epilogue, before
-# the store. Applied inside the loop they would cost a multiply of the whole tile per K
-# step, and the tensor cores would no longer see FP8 values. ``FAST_ACCUMULATION``
-# leaves the whole sum to the tensor cores' own FP8 accumulator, which keeps fewer bits
-# than float32 (``torch._scaled_mm``'s ``use_fast_accum``); by default each K step's
-# partial sum is added in float32.
+# accumulator and the scales multiply the finished tile once, after the K loop and before
+# the store (the part of a matmul kernel called its *epilogue*). Applied inside the loop
+# they would cost a multiply of the whole tile per K step, and the tensor cores would no
+# longer see FP8 values. ``FAST_ACCUMULATION`` leaves the whole sum to the tensor cores'
+# own FP8 accumulator, which keeps fewer bits than float32 (``torch._scaled_mm``'s
+# ``use_fast_accum``); by default each K step's partial sum is added in float32.
+# ``GROUP_SIZE_M`` is the grouped tile order of the
+# :ref:`matmul page <sphx_glr_auto_examples_core_kernels_01_matmul.py>`, unchanged.
 #
 # .. literalinclude:: /../triton_guide/fp8_matmul.py
 #    :pyobject: fp8_matmul_kernel

@@ -11,6 +11,7 @@ here: :mod:`~triton_guide.benchmark.timing` (timers and rates, a first call's wa
 them, a call's host and GPU time apart, its peak memory) and
 :mod:`~triton_guide.benchmark.recording` (a page's
 benchmarks, live, recorded and recalled).
+:mod:`~triton_guide.benchmark.sdpa`: attention against PyTorch's SDPA backends.
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
 (:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
@@ -64,6 +65,7 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
 from .device import DEVICE_SIZES, measure_device_sizes
+from .device import sweep_working_sets
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
                       mark_each_gpu)
@@ -75,6 +77,7 @@ from .readings import (print_at_ceilings, print_best_and_worst, print_call_floor
                        print_share_range, print_step_gains, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
 from .roofline import roofline
+from .roofline import place_on_roofline
 from .runs import Results, Run
 from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
@@ -82,8 +85,15 @@ from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
                      empty_triton_cache, first_call_ms, median_ms, out_of_line, queued_ms,
                      tflop_per_s, us_per_call)
-from .variants import (gpu_time, host_and_gpu_time, host_time, on_cold_copies, peak_memory,
-                       random_inputs)
+from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time, on_cold_copies,
+                       peak_memory, random_inputs, random_inputs_backward)
+from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
+from .pictures import draw_key_masks
+from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
+from .variants import random_inputs_each
+from .variants import random_inputs_by_setting
+from .variants import compute_bound_sweep
+from .readings import print_share_and_gain
 from .readings import print_gain_against_spread
 from .variants import GEMM_CEILINGS, matmul_variant, sweep_matmuls
 
@@ -112,8 +122,20 @@ __all__ = [
     "print_at_ceilings", "print_host_and_gpu",
     # variants made from a page's function, and measurements that are not rates
     "random_inputs", "host_time", "gpu_time", "host_and_gpu_time", "on_cold_copies",
-    "peak_memory", "first_call_ms", "empty_triton_cache",
-    # matrix products on random inputs, and a sweep of them in TFLOP/s
-    "matmul_variant", "sweep_matmuls", "GEMM_CEILINGS",
-    "print_gain_against_spread",
+    "peak_memory", "first_call_ms", "empty_triton_cache", "distinct_results",
+    "random_inputs_backward",
+    # attention against PyTorch's SDPA backends
+    "sdpa_backends", "attention_sweep", "SDPA_BACKENDS", "BACKWARD_FLOPS_OVER_FORWARD",
+    # attention masks as pictures; same-bytes copies and memory-bound sweeps
+    "draw_key_masks", "same_bytes_copy", "memory_bound_sweep", "SAME_BYTES_COPY",
+    # a sweep over working sets of the memory hierarchy; kernels placed on the roofline
+    "sweep_working_sets", "place_on_roofline",
+    # one sweep variant per function, each on random inputs of the same shapes
+    "random_inputs_each",
+    # sweep variants over a setting of the call (x: a block size, a stage count), a sweep in
+    # TFLOP/s under a GEMM ceiling, and its reading per setting against a vendor's kernel
+    "random_inputs_by_setting", "compute_bound_sweep", "print_share_and_gain",
+    # matrix products on random inputs, a sweep of them in TFLOP/s, and a gain beside the
+    # gap between two timings of the same code
+    "matmul_variant", "sweep_matmuls", "GEMM_CEILINGS", "print_gain_against_spread",
 ]

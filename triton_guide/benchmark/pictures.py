@@ -166,3 +166,24 @@ def draw_tile_mask(rows: np.ndarray, cols: np.ndarray, mask: np.ndarray,
                  "(not loaded)", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def draw_key_masks(masks: Mapping[str, np.ndarray]):
+    """One panel per attention mask of ``masks`` (title -> boolean array or tensor of
+    shape ``(queries, keys)``, true where query ``i`` sees key ``j``), filled where it is
+    true, with the line ``j = i + Nk - Nq``: the diagonal of a causal mask aligned
+    bottom-right, on which the last query sees every key. The last panel has the legend."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(masks), figsize=(8, 2.6), squeeze=False)
+    for ax, (title, mask) in zip(axes[0], masks.items()):
+        mask = np.asarray(mask, dtype=bool)
+        num_queries, num_keys = mask.shape
+        ax.imshow(mask, cmap="Blues", vmin=0, vmax=1.4, aspect="auto")
+        ax.plot([-0.5, num_keys - 0.5], [num_queries - num_keys - 0.5, num_queries - 0.5],
+                color="black", linewidth=1, label="j = i + Nk - Nq")
+        ax.set(xlim=(-0.5, num_keys - 0.5), ylim=(num_queries - 0.5, -0.5), xlabel="key j",
+               ylabel="query i", title=title)
+    axes[0, -1].legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig

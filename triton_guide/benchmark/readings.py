@@ -227,8 +227,9 @@ def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
                       ) -> dict[str, dict[str, float]]:
     """Print, for each GPU that has every ceiling ``amounts`` names (live or recorded:
     :meth:`~triton_guide.benchmark.Benchmark.ceilings`), how long each amount of work
-    takes at its ceiling. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``,
-    e.g. ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
+    takes at its ceiling, and which takes longest, over the next longest: the one that
+    sets the time. ``amounts`` maps a label to ``(bytes or FLOPs, ceiling kind)``, e.g.
+    ``{"the traffic": (2e9, "copy"), "the math": (1e12, "gemm_fp16")}``. Return
     ``{gpu: {label: milliseconds}}``."""
     kinds = list(dict.fromkeys(kind for _, kind in amounts.values()))
     roofs = {kind: bench.ceilings(kind) for kind in kinds}
@@ -239,8 +240,18 @@ def print_at_ceilings(bench, amounts: dict[str, tuple[float, str]]
                       for label, (amount, kind) in amounts.items()}
         print(f"{gpu} (" + ", ".join(f"{roofs[kind][gpu].value:,.0f} {roofs[kind][gpu].unit}"
                                      for kind in kinds) + "): " + ", ".join(
-            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items()))
+            f"{label} {ms:,.0f} ms" for label, ms in found[gpu].items())
+              + _longest(found[gpu]))
     return found
+
+
+def _longest(times: dict[str, float]) -> str:
+    """'; the longest: <label>, <ratio>x <next>' for two or more times, else ''."""
+    if len(times) < 2:
+        return ""
+    (first, longest), (second, after) = sorted(times.items(), key=lambda item: -item[1])[:2]
+    return f"; the longest: {first}, {longest / after:.1f}x {second}"
+
 
 
 # How :func:`~triton_guide.benchmark.host_and_gpu_time` names the two variants it makes
@@ -336,6 +347,35 @@ def print_call_floors(host, kernels, ours: tuple[str, str], theirs: tuple[str, s
                          f"{their_floor / floor:.2f}x its speed")
         print(f"{run.gpu}, {ours[0]}:\n  " + "\n  ".join(
             lines or ["no GPU-time recording of this GPU to set beside"]))
+    return found
+
+
+def print_share_and_gain(results, reference: str, *, step_to=None
+                         ) -> dict[str, dict[str, dict]]:
+    """Print, for each GPU and each variant other than ``reference``, over a sweep of a
+    setting (x: a stage count, a block size): its best and worst share of ``reference``'s
+    rate and at which x, what its best x gained over the first x, and, with ``step_to`` (an
+    x where something changes), what it gained there over the x before. Gains are ratios
+    of shares, each taken against ``reference`` timed at the same x, so that a drift of the
+    GPU's clock through the sweep cancels. Return ``{gpu: {variant: {x: share}}}``, as
+    :func:`print_share_range` does."""
+    found = {}
+    for run in results:
+        print(run.gpu)
+        found[run.gpu] = {}
+        for name in (variant for variant in run.series if variant != reference):
+            share = found[run.gpu][name] = {x: ours / theirs for x, ours, theirs
+                                            in zip(run.xs, run[name], run[reference])}
+            best, worst = max(share, key=share.get), min(share, key=share.get)
+            first = run.xs[0]
+            line = (f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
+                    f"{format_x(best)} ({share[best] / share[first]:.2f}x its share at "
+                    f"{format_x(first)}), worst {share[worst]:4.0%} at {format_x(worst)}")
+            if step_to in run.xs[1:]:
+                before = run.xs[run.xs.index(step_to) - 1]
+                line += (f"; from {format_x(before)} to {format_x(step_to)}: "
+                         f"{share[step_to] / share[before]:.2f}x")
+            print(line)
     return found
 
 

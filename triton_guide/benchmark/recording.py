@@ -206,6 +206,7 @@ class Benchmark:
         xlabel: str | None = None,
         logx: bool = True,
         of_kernels: bool = True,
+        table: bool = True,
     ) -> Results:
         """Like :meth:`sweep`, for a GPU quantity that is not a rate under a roof: peak
         memory, or a wall-clock time that ``do_bench`` cannot take (a first call that
@@ -213,16 +214,19 @@ class Benchmark:
         the GPU and returns it in ``unit``; it is called once. Recorded and recalled like a
         sweep; there is no ceiling. ``of_kernels=False`` for a quantity that no kernel of
         the package changes (the GPU's own sizes): a recording of it is never stale.
+        ``table=False`` leaves out the table of every x, for a caller that prints the
+        values its own way (one line per GPU, in the units they are counted in).
         """
 
         def value(x, prepare):
             return float(prepare(x)())
 
         return self._collect(title, xs, variants, value, label=label, unit=unit,
-                             ceiling=None, xlabel=xlabel, logx=logx, of_kernels=of_kernels)
+                             ceiling=None, xlabel=xlabel, logx=logx, of_kernels=of_kernels,
+                             table=table)
 
     def _collect(self, title, xs, variants, value, *, label, unit, ceiling, xlabel,
-                 logx, rounds=1, of_kernels=True) -> Results:
+                 logx, rounds=1, of_kernels=True, table=True) -> Results:
         if title in self._titles:
             raise ValueError(f"title={title!r} is used twice on this page: each benchmark "
                              "needs its own title, which names it in the store")
@@ -236,7 +240,7 @@ class Benchmark:
         recalled = [self._recalled(record, title, xs, variants, ceiling, of_kernels)
                     for record in self.recordings]
         runs += [run for run in recalled if run is not None]
-        if runs:  # one table: a group of columns per GPU, the live one first
+        if runs and table:  # one table: a group of columns per GPU, the live one first
             print_table(label, unit, runs)
         if not runs:
             print(f"{title}: no GPU timings recorded yet (on a GPU, `make bench "
@@ -344,14 +348,19 @@ def _timings_from_store() -> bool:
     return os.environ.get(store.TIMINGS_ENV, "") == "recorded"
 
 
-# Helpers that run a Benchmark's sweep for the page that calls them.
-SWEEPING_HELPERS = ("sweep_matmuls",)
+# Helpers of this package that run a sweep of the Benchmark they are given: a page that
+# calls one has benchmarks, though it may call no ``.sweep`` itself.
+SWEEPING_HELPERS = ("attention_sweep", "memory_bound_sweep", "measure_device_sizes",
+                    "sweep_working_sets", "place_on_roofline", "compute_bound_sweep",
+                    "sweep_matmuls")
 
 
 def _calls_sweep(source: str) -> bool:
     """Whether a page's source calls ``<something>.sweep(...)`` or ``.measure(...)``, or a
-    helper of :data:`SWEEPING_HELPERS` that calls one, i.e. has benchmarks."""
+    helper of SWEEPING_HELPERS (by name, or as an attribute), i.e. has benchmarks."""
+    def called(node):
+        return getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+
     return any(isinstance(node, ast.Call) and (
-        isinstance(node.func, ast.Attribute) and node.func.attr in ("sweep", "measure")
-        or isinstance(node.func, ast.Name) and node.func.id in SWEEPING_HELPERS)
-        for node in ast.walk(ast.parse(source)))
+        (isinstance(node.func, ast.Attribute) and node.func.attr in ("sweep", "measure"))
+        or called(node) in SWEEPING_HELPERS) for node in ast.walk(ast.parse(source)))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
+from ..results import STALE
 from .figures import MARKERS, SMALL_TEXT, _footer_lines, gpu_colour
+from .tables import _decimals, _number
 
 
 def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
@@ -14,14 +16,18 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
     GPU. ``costs`` maps each kernel name to its cost (``intensity`` in FLOP per byte);
     ``copy_gb_s`` maps a GPU's slug to its copy bandwidth, the slope of its roof.
 
-    Prints, per GPU, its two ceilings and ridge point, then each kernel's rate and its
-    fraction of its roof (the roof at the kernel's intensity). Returns the figure.
+    Prints, per GPU, its two ceilings and ridge point, then each kernel's rate (in the
+    precision of the sweep's table) and its fraction of its roof (the roof at the kernel's
+    intensity). Each kernel's intensity is a dotted vertical line with the kernel's marker,
+    hollow, at its foot; the legend shows that glyph beside the kernel's name. Returns the
+    figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     # Each GPU's provenance under the plot, wrapped to the figure's width: 0.11 inches a line.
-    footers = [_footer_lines(run.footer() + (f"  [{run.stale}]" if run.stale else ""))
+    # A stale run says so in STALE's words; the files that changed are in the printed text.
+    footers = [_footer_lines(run.footer() + (f"  [{STALE}]" if run.stale else ""))
                for run in placed]
     footer = 0.11 * sum(text.count("\n") + 1 for text in footers) + 0.1
     height = 5.2 + footer
@@ -52,6 +58,7 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
                   f"{copy:,.0f} GB/s,\n{peak:,.0f} TFLOP/s (fp16 GEMM)"))
         print(f"{run.gpu}: copy {copy:,.0f} GB/s, fp16 GEMM {peak:,.0f} TFLOP/s: "
               f"ridge point {ridge:.0f} FLOP/byte")
+        decimals = _decimals(run["achieved"])  # as the sweep's table prints the column
         for name, achieved in zip(run.xs, run["achieved"]):
             if name not in costs:  # recorded under a name the page no longer uses
                 continue
@@ -60,7 +67,8 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
                       marker=MARKERS[names.index(name) % len(MARKERS)], zorder=3 + i,
                       **point)
             roof = min(peak, intensity * copy / 1e3)
-            print(f"  {name:<30} {achieved:8.2f} TFLOP/s, {achieved / roof:5.0%} of its roof")
+            print(f"  {name:<30} {_number(achieved, decimals):>8} TFLOP/s, "
+                  f"{achieved / roof:5.0%} of its roof")
         above = sum(text.count("\n") + 1 for text in footers[:i])
         figure.text(0.01, (footer - 0.11 * above) / height, footers[i], color=colour,
                     fontsize=SMALL_TEXT - 1.5, verticalalignment="top", linespacing=1.2)
@@ -75,8 +83,31 @@ def roofline(placed, costs: dict, copy_gb_s: dict[str, float]):
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.grid(True, alpha=0.3)
     axes.set_title(placed.title, fontsize=10)
-    handles = gpu_handles + [
-        Line2D([], [], color="black", linestyle="", marker=MARKERS[j % len(MARKERS)],
-               label=name) for j, name in enumerate(names)]
+    # A kernel's entry is the glyph at the foot of its dotted line: its marker, hollow,
+    # under a heading that says what the dotted lines are.
+    heading = Line2D([], [], linestyle="", label="each kernel's marker;\ndotted: its intensity")
+    handles = gpu_handles + [heading] + [
+        Line2D([], [], color="black", linestyle=":", linewidth=1,
+               marker=MARKERS[j % len(MARKERS)], markerfacecolor="white", label=name)
+        for j, name in enumerate(names)]
     axes.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     return figure
+
+
+def place_on_roofline(bench, title: str, costs: dict, prepare, *, label: str = "kernel",
+                      gpu_time: bool = False):
+    """Time each kernel named in ``costs`` (name -> its cost, with ``flops`` and
+    ``intensity``) and draw them on each GPU's roofline: ``bench.sweep(title, ...)`` over the
+    names, one variant ``"achieved"`` (``prepare(name)`` makes the inputs and returns the
+    call, or with ``gpu_time`` a list of calls, as :meth:`Benchmark.sweep` takes them) in
+    TFLOP/s under the float16 GEMM ceiling, then :func:`roofline` with each GPU's copy
+    ceiling (:meth:`Benchmark.ceilings`) as the roof's slope. Returns the
+    :class:`~triton_guide.benchmark.Results`."""
+    from .timing import tflop_per_s
+
+    placed = bench.sweep(title, list(costs), {"achieved": prepare},
+                         lambda name, ms: tflop_per_s(costs[name].flops, ms), label=label,
+                         unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=gpu_time)
+    copy = bench.ceilings("copy")
+    roofline(placed, costs, {run.slug: copy[run.gpu].value for run in placed if run.gpu in copy})
+    return placed

@@ -76,8 +76,12 @@ def _format(value: float | str, row: str) -> str:
 def _decimals(values: Sequence[float]) -> int:
     """Decimals for one column of a table: one where its largest value is 10 or more;
     otherwise enough for three significant digits of that largest value (at most 6), so
-    that a column of small numbers reads in one fixed format, not in scientific notation."""
-    largest = max((abs(v) for v in values if not math.isnan(v)), default=0.0)
+    that a column of small numbers reads in one fixed format, not in scientific notation.
+    A column of whole numbers only (counts) gets none."""
+    finite = [v for v in values if not math.isnan(v)]
+    if finite and all(float(v).is_integer() for v in finite):
+        return 0
+    largest = max((abs(v) for v in finite), default=0.0)
     if largest >= 10:
         return 1
     if largest == 0:
@@ -121,7 +125,7 @@ def print_summary(results, ratios: Sequence[tuple[str, str]] = ()) -> dict[str, 
     columns = [run.gpu for run in results.runs]
     print(f"{results.title}, at the largest size:")
     print(" " * width + "".join(f"{gpu:>18}" for gpu in columns))
-    source = {run.gpu: "live" if run.live else ("STALE" if run.stale else "recorded")
+    source = {run.gpu: "live" if run.live else ("recorded, stale" if run.stale else "recorded")
               for run in results.runs}
     print(f"{'source':<{width}}" + "".join(f"{source[gpu]:>18}" for gpu in columns))
     for row, values in rows.items():
