@@ -158,14 +158,22 @@ def test_every_benchmark_helper_that_sweeps_is_listed_as_one():
     from triton_guide import benchmark
     from triton_guide.benchmark.recording import SWEEPING_HELPERS
 
-    sweeping = set()
-    for module in Path(benchmark.__file__).parent.glob("*.py"):
-        for node in ast.parse(module.read_text()).body:  # module-level functions only
-            if isinstance(node, ast.FunctionDef) and any(
-                    isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                    and call.func.attr in ("sweep", "measure")
-                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "bench"
-                    for call in ast.walk(node)):
-                sweeping.add(node.name)
+    functions = [node for module in Path(benchmark.__file__).parent.glob("*.py")
+                 for node in ast.parse(module.read_text()).body  # module-level functions
+                 if isinstance(node, ast.FunctionDef)]
+
+    def sweeps(function, sweeping):  # calls bench.sweep / bench.measure, or a helper that does
+        return any(isinstance(call, ast.Call) and (
+            (isinstance(call.func, ast.Attribute) and call.func.attr in ("sweep", "measure")
+             and isinstance(call.func.value, ast.Name) and call.func.value.id == "bench")
+            or (isinstance(call.func, ast.Name) and call.func.id in sweeping))
+            for call in ast.walk(function))
+
+    sweeping: set[str] = set()
+    while True:  # until no helper calling one found so far is left
+        found = {function.name for function in functions if sweeps(function, sweeping)}
+        if found == sweeping:
+            break
+        sweeping = found
     assert "attention_sweep" in sweeping  # the scan finds what it is looking for
     assert sweeping == set(SWEEPING_HELPERS)
