@@ -6,12 +6,13 @@ here: :mod:`~triton_guide.benchmark.timing` (timers and rates, a first call's wa
 :mod:`~triton_guide.benchmark.pictures` (which program owns which elements or tiles),
 :mod:`~triton_guide.benchmark.device` (each GPU's sizes),
 :mod:`~triton_guide.benchmark.runs` (one benchmark's numbers per GPU),
-:mod:`~triton_guide.benchmark.readings` (one-line readings of them for a page's prose),
+:mod:`~triton_guide.benchmark.readings` (one-line readings of them for a page's prose)
+and :mod:`~triton_guide.benchmark.host_readings` (the same for host time beside GPU time),
 :mod:`~triton_guide.benchmark.variants` (sweep variants on random inputs or cold copies of
-them, a call's host and GPU time apart, its peak memory) and
-:mod:`~triton_guide.benchmark.recording` (a page's
-benchmarks, live, recorded and recalled).
-:mod:`~triton_guide.benchmark.sdpa`: attention against PyTorch's SDPA backends.
+them, a call's host and GPU time apart, its peak memory; sweeps of memory-bound and
+compute-bound calls), :mod:`~triton_guide.benchmark.sdpa` (attention against PyTorch's
+SDPA backends) and :mod:`~triton_guide.benchmark.recording` (a page's benchmarks, live,
+recorded and recalled).
 
 A page's timing is, by default, the median of many runs from ``triton.testing.do_bench``
 (:func:`median_ms`), which warms up first, times with CUDA events and flushes the L2 cache
@@ -64,38 +65,32 @@ out of another keeps showing the benchmarks recorded under the old page's key wi
 """
 
 from .ceilings import (CEILING_UNITS, COPY_ELEMENTS, GEMM_SIZE, Ceiling, measure_ceiling)
-from .device import DEVICE_SIZES, measure_device_sizes
-from .device import sweep_working_sets
+from .device import DEVICE_SIZES, measure_device_sizes, sweep_working_sets
 from .figures import (AXES_HEIGHT, FOOTER_CHARS, GPU_COLOURS, LEGEND_HANDLE_LENGTH, LINESTYLES,
                       MARKERS, OVERLAID_VARIANTS, SMALL_TEXT, WIDTH, coinciding, gpu_colour,
                       mark_each_gpu)
-from .pictures import (draw_cells, draw_element_owners, draw_program_order, draw_tile_mask,
-                       draw_tile_owners, element_owners, tile_owners)
-from .readings import (print_at_ceilings, print_best_and_worst, print_call_floors,
-                       print_host_and_gpu, print_host_bound, print_in_units, print_memory_cap,
-                       print_ratio_range, print_ratios, print_ridge_points, print_share_of,
+from .host_readings import print_call_floors, print_host_and_gpu, print_host_bound
+from .pictures import (draw_cells, draw_element_owners, draw_key_masks, draw_program_order,
+                       draw_tile_mask, draw_tile_owners, element_owners, tile_owners)
+from .readings import (print_at_ceilings, print_best_and_worst, print_gain_against_spread,
+                       print_in_units, print_memory_cap, print_ratio_range, print_ratios,
+                       print_ridge_points, print_share_and_gain, print_share_of,
                        print_share_range, print_step_gains, print_where_time_follows_work)
 from .recording import NO_RECORDING_TO_INTERPRET, Benchmark
-from .roofline import roofline
-from .roofline import place_on_roofline
+from .roofline import place_on_roofline, roofline
 from .runs import Results, Run
+from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
 from .tables import TABLE_WIDTH
 from .timing import (COLD_BYTES, DO_BENCH_CLEARING_BYTES, HOST_TIMED_ROUNDS, NO_TIMINGS,
                      OUT_OF_LINE, WARMUP_S, calls_on, cold_matmul_inputs,
                      copies_for_cold_cache, gb_per_s, gpu_ms, host_us, matmul_tflop_per_s,
                      empty_triton_cache, first_call_ms, median_ms, out_of_line, queued_ms,
                      tflop_per_s, us_per_call)
-from .variants import (distinct_results, gpu_time, host_and_gpu_time, host_time, on_cold_copies,
-                       peak_memory, random_inputs, random_inputs_backward)
-from .sdpa import BACKWARD_FLOPS_OVER_FORWARD, SDPA_BACKENDS, attention_sweep, sdpa_backends
-from .pictures import draw_key_masks
-from .variants import SAME_BYTES_COPY, memory_bound_sweep, same_bytes_copy
-from .variants import random_inputs_each
-from .variants import random_inputs_by_setting
-from .variants import compute_bound_sweep
-from .readings import print_share_and_gain
-from .readings import print_gain_against_spread
-from .variants import GEMM_CEILINGS, matmul_variant, sweep_matmuls
+from .variants import (GEMM_CEILINGS, SAME_BYTES_COPY, compute_bound_sweep, distinct_results,
+                       gpu_time, host_and_gpu_time, host_time, matmul_variant,
+                       memory_bound_sweep, on_cold_copies, peak_memory, random_inputs,
+                       random_inputs_backward, random_inputs_by_setting, random_inputs_each,
+                       same_bytes_copy, sweep_matmuls)
 
 __all__ = [
     # timing

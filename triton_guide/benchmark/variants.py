@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 
 from ..runtime import device
-from .readings import GPU_ALONE, HOST
+from .host_readings import GPU_ALONE, HOST
 from .timing import copies_for_cold_cache, gb_per_s, gpu_ms, host_us
 
 GIB = 2**30
