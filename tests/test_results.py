@@ -794,6 +794,18 @@ def test_a_live_run_prints_its_table_before_the_recorded_gpus(page, store_dir, m
     assert first_row.split("|")[1].split() == ["1,000", "500"], first_row  # whole: no decimals
 
 
+def test_a_sweep_asked_for_no_table_prints_none(page, store_dir, monkeypatch, capsys):
+    fake_timed_gpu(monkeypatch)
+    monkeypatch.delenv(store.RECORD_ENV, raising=False)
+    results = Benchmark(page, results_dir=store_dir).sweep(
+        TITLE, XS, TIMED_VARIANTS, lambda x, ms: x / ms, label="n", unit="GB/s",
+        ceiling="copy", table=False)
+    printed = capsys.readouterr().out
+    assert not any(line.rstrip().endswith("(GB/s)") for line in printed.splitlines()), printed
+    assert [run.gpu for run in results] == ["Synthetic Live GPU", "Synthetic A100",
+                                            "Synthetic B200"]  # the readings are all there
+
+
 def test_time_per_call_is_worked_back_from_the_rate():
     from triton_guide.benchmark import gb_per_s, us_per_call
 

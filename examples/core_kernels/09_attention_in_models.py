@@ -33,7 +33,7 @@ from triton_guide import attention, attention_reference, runtime
 from triton_guide.attention_decode import (attention_decode, decode_block_n, decode_splits,
                                            uses_decode, visible_keys)
 from triton_guide.benchmark import (Benchmark, draw_key_masks, gb_per_s, on_cold_copies,
-                                    print_ratios, roofline, tflop_per_s)
+                                    place_on_roofline, print_ratios)
 from triton_guide.hardware import multiprocessors
 from triton_guide.testing import assert_close, tolerance
 from triton_guide.traffic import Cost
@@ -105,12 +105,8 @@ def case_call(name):  # one decoding step of a case, on a fresh cache
     return functools.partial(attention, *decode_inputs(BATCH, HEADS, *CASES[name], CACHED))
 
 
-placed = bench.sweep("decoding on the roofline", list(CASES),
-                     {"achieved": on_cold_copies(case_call, lambda name: costs[name].bytes)},
-                     lambda name, ms: tflop_per_s(costs[name].flops, ms), label="case",
-                     unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=True)
-copy_roofs = bench.ceilings("copy")  # the roof's slope, per GPU
-roofline(placed, costs, {run.slug: copy_roofs[run.gpu].value for run in placed})
+placed = place_on_roofline(bench, "decoding on the roofline", costs, on_cold_copies(
+    case_call, lambda name: costs[name].bytes), label="case", gpu_time=True)
 
 # %%
 # Below its ridge point a case can go no faster than it reads its bytes, so its share of
@@ -130,17 +126,19 @@ roofline(placed, costs, {run.slug: copy_roofs[run.gpu].value for run in placed})
 # group's other heads read the same keys. The decode kernel's first change is to pack
 # the group's queries (``group_size x Nq`` rows) into one tile, so that one program reads
 # each key once for the whole group. That leaves one program per (batch, key head) on a
-# GPU of over a hundred SMs (an H100's count below, the GPU's own on a GPU):
+# GPU of over a hundred SMs (an H100's count below, the GPU's own on a GPU). The table
+# counts the programs of a decoding step: one per query head, one per key head (packed),
+# those per SM, and, ahead of step 2, what splitting the keys makes of them:
 
 sms = multiprocessors(device) if device.type == "cuda" else 132
 kv_heads, num_keys = 4, CACHED  # GQA 8:1
 block_n = decode_block_n(HEAD_DIM, 2)  # keys per step, for head_dim 128 in 16 bits
 print(f"the programs of one decoding step, on {sms} SMs:")
-print("batch  per query head  per key head  per SM  splits x keys = programs")
+print("batch  one per query head  one per key head  per SM  split: splits x keys each = programs")
 for batch in (1, 8, 64):
     splits, keys_per_split = decode_splits(batch * kv_heads, num_keys, block_n, sms)
-    print(f"{batch:>5}  {batch * HEADS:>14}  {batch * kv_heads:>12}  "
-          f"{batch * kv_heads / sms:>6.2f}  {splits:>6} x {keys_per_split:>5} = "
+    print(f"{batch:>5}  {batch * HEADS:>19}  {batch * kv_heads:>16}  "
+          f"{batch * kv_heads / sms:>6.2f}  {splits:>13} x {keys_per_split:>10} = "
           f"{splits * batch * kv_heads}")
 
 # %%
@@ -312,5 +310,6 @@ for name, (h, hk, nq, nk, causal) in cases.items():
 # :func:`triton_guide.attention_decode.attention_decode`,
 # :func:`triton_guide.attention_decode.decode_splits`,
 # :func:`triton_guide.attention_decode.visible_keys`,
-# :func:`triton_guide.benchmark.roofline`, :func:`triton_guide.benchmark.draw_key_masks`,
+# :func:`triton_guide.benchmark.place_on_roofline`,
+# :func:`triton_guide.benchmark.draw_key_masks`,
 # :class:`triton_guide.benchmark.Benchmark`.

@@ -167,6 +167,7 @@ class Benchmark:
         xlabel: str | None = None,
         logx: bool = True,
         gpu_time: bool = False,
+        table: bool = True,
     ) -> Results:
         """Time every variant at every x on this GPU (live), or recall the recordings.
 
@@ -181,6 +182,8 @@ class Benchmark:
         host is left out (:func:`gpu_ms`, which takes a median of its own), and each
         variant, given x, returns a list of calls doing the same work on distinct copies of
         the inputs (:func:`cold_matmul_inputs` makes such copies for a matmul).
+        ``table=False`` leaves out the table of every x, for a caller that prints the
+        readings its own way (:func:`~triton_guide.benchmark.roofline`).
         """
         check_ceiling(ceiling)
         if CEILING_UNITS[ceiling] != unit:
@@ -193,7 +196,7 @@ class Benchmark:
 
         return self._collect(title, xs, variants, value, label=label, unit=unit,
                              ceiling=ceiling, xlabel=xlabel, logx=logx,
-                             rounds=1 if gpu_time else HOST_TIMED_ROUNDS)
+                             rounds=1 if gpu_time else HOST_TIMED_ROUNDS, table=table)
 
     def measure(
         self,

@@ -100,14 +100,16 @@ def place_on_roofline(bench, title: str, costs: dict, prepare, *, label: str = "
     ``intensity``) and draw them on each GPU's roofline: ``bench.sweep(title, ...)`` over the
     names, one variant ``"achieved"`` (``prepare(name)`` makes the inputs and returns the
     call, or with ``gpu_time`` a list of calls, as :meth:`Benchmark.sweep` takes them) in
-    TFLOP/s under the float16 GEMM ceiling, then :func:`roofline` with each GPU's copy
-    ceiling (:meth:`Benchmark.ceilings`) as the roof's slope. Returns the
+    TFLOP/s under the float16 GEMM ceiling, its table left out, then :func:`roofline` (which
+    prints each kernel's rate and share of its roof) with each GPU's copy ceiling
+    (:meth:`Benchmark.ceilings`) as the roof's slope. Returns the
     :class:`~triton_guide.benchmark.Results`."""
     from .timing import tflop_per_s
 
     placed = bench.sweep(title, list(costs), {"achieved": prepare},
                          lambda name, ms: tflop_per_s(costs[name].flops, ms), label=label,
-                         unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=gpu_time)
+                         unit="TFLOP/s", ceiling="gemm_fp16", logx=False, gpu_time=gpu_time,
+                         table=False)  # roofline prints each kernel's rate and share of its roof
     copy = bench.ceilings("copy")
     roofline(placed, costs, {run.slug: copy[run.gpu].value for run in placed if run.gpu in copy})
     return placed
