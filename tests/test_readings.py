@@ -689,3 +689,14 @@ def test_gain_against_spread_sets_the_change_beside_the_gap_of_the_same_code(cap
         "recording"]
     empty = benchmark.Results("none", label="n", xlabel="n", unit="GB/s", logx=True, runs=[])
     assert benchmark.print_gain_against_spread(empty, "a", "b", 1, 2) == {}
+
+
+def test_a_ceiling_legend_shared_by_gpus_keeps_only_what_they_share():
+    from triton_guide.benchmark.ceilings import Ceiling
+    from triton_guide.benchmark.figures import shared_ceiling_label
+
+    h100 = Ceiling("copy", "copy of 1 GiB; median of 9 recorded runs, 2026-11-25", 3004.0, "GB/s")
+    h200 = Ceiling("copy", "copy of 1 GiB; median of 8 recorded runs, 2026-11-26", 4250.0, "GB/s")
+    assert shared_ceiling_label([h100, h200]) == "copy of 1 GiB"  # not the H100's runs alone
+    assert shared_ceiling_label([h100]) == h100.label
+    assert shared_ceiling_label([h100, h100]) == h100.label

@@ -62,6 +62,14 @@ def coinciding(lines: dict[str, list[float]], tolerance: float = COINCIDE) -> li
     return pairs
 
 
+def shared_ceiling_label(roofs: list) -> str:
+    """The label one legend entry gives the ceilings of several GPUs' panels: their common
+    label, or, where the GPUs' differ (each recording's runs and dates), what was measured
+    (the label up to its first "; "), each GPU's value being in its panel's title."""
+    labels = {roof.label for roof in roofs}
+    return labels.pop() if len(labels) == 1 else roofs[0].label.split("; ")[0]
+
+
 def _wants_log_y(values: list[float]) -> bool:
     finite = [v for v in values if not math.isnan(v)]
     return bool(finite) and min(finite) > 0 and max(finite) / min(finite) >= LOG_Y_SPAN
@@ -199,7 +207,7 @@ def draw(results, *, title: str | None = None, ylabel: str | None = None):
                  if run.ceiling]
         if roofs:  # its value on each GPU is in that GPU's panel title
             handles.append(roofs[0][1])
-            labels.append(f"ceiling, {roofs[0][0].label}")
+            labels.append(f"ceiling, {shared_ceiling_label([roof for roof, _ in roofs])}")
         # As few rows as fit across the figure.
         for rows in range(1, len(handles) + 1):
             legends = [figure.legend(handles, labels, ncol=math.ceil(len(handles) / rows),
