@@ -5,11 +5,6 @@ may run to CELL_LIMIT lines. The kernel being taught does not count: a kernel sh
 ``literalinclude`` lives in the cell's text (comments in the source), and a ``@triton.jit``
 function written on the page is left out of its cell's count. Measurement and plotting
 code belongs in ``triton_guide.benchmark`` helpers, not in a long cell.
-
-A cell that cannot be brought under the limit at once may be listed in LONG_CELLS with its
-measured length: the test fails when one grows past that length, when one comes down to
-the limit (take it off the list), and when an entry names a cell that no longer exists.
-The list can only shrink; today it is empty (every cell fits).
 """
 
 from __future__ import annotations
@@ -25,9 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PAGES = sorted(EXAMPLES.rglob("*.py"))
 CELL_LIMIT = 30
-
-# (page under examples/, heading of the cell's section) -> its length when listed.
-LONG_CELLS: dict[tuple[str, str], int] = {}
 
 
 def kernel_lines(code: str) -> set[int]:
@@ -84,27 +76,11 @@ def page_id(path: Path) -> str:
 
 @pytest.mark.parametrize("path", PAGES, ids=page_id)
 def test_code_cells_fit_in_view(path):
-    too_long = []
-    for section, length in cell_lengths(path).items():
-        listed = LONG_CELLS.get((page_id(path), section))
-        if listed is None and length > CELL_LIMIT:
-            too_long.append(f"{section!r}: {length} lines (limit {CELL_LIMIT})")
-        elif listed is not None and length > listed:
-            too_long.append(f"{section!r}: {length} lines, longer than the {listed} it "
-                            "was listed with in LONG_CELLS")
+    too_long = [f"{section!r}: {length} lines (limit {CELL_LIMIT})"
+                for section, length in cell_lengths(path).items() if length > CELL_LIMIT]
     assert not too_long, (f"{page_id(path)}: code cells over the limit; move measurement "
                           "and plotting into triton_guide.benchmark helpers or split the "
                           "cell:\n  " + "\n  ".join(too_long))
-
-
-def test_long_cells_list_only_cells_still_too_long():
-    lengths = {(page_id(path), section): length
-               for path in PAGES for section, length in cell_lengths(path).items()}
-    gone = [key for key in LONG_CELLS if key not in lengths]
-    fixed = [f"{key}: now {lengths[key]} lines" for key in LONG_CELLS
-             if key in lengths and lengths[key] <= CELL_LIMIT]
-    assert not gone, f"LONG_CELLS names cells that no longer exist: {gone}"
-    assert not fixed, f"these cells are within the limit now, take them off LONG_CELLS: {fixed}"
 
 
 def test_cell_lengths_leave_out_a_kernel_written_on_the_page(tmp_path):

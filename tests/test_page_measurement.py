@@ -14,10 +14,6 @@ again by a statement that does not measure is no longer counted. A function the 
 defines counts when only measuring statements use it (the ``prepare`` functions that make a
 sweep's inputs, a loop that prints each GPU's ratios). A ``@triton.jit`` kernel written on
 the page never counts.
-
-Pages over the limit today are listed in OVER_THE_LIMIT with the share they had when
-listed: the test fails when one grows past that, and when one comes within the limit
-(take it off the list), so the list can only shrink.
 """
 
 from __future__ import annotations
@@ -32,16 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PAGES = sorted(EXAMPLES.rglob("*.py"))
 SHARE_LIMIT = 0.20
-# Above the listed share by more than this fails (a line or two of slack on most pages).
-SLACK = 0.01
 MEASURING_MODULES = ("triton_guide.benchmark", "matplotlib", "triton.testing", "time",
                      "timeit", "torch.profiler")
 # Pages whose lesson is a measurement: their timing code is what they teach.
 MEASUREMENT_IS_THE_LESSON = {
     "debugging/04_host_time.py",  # three clocks, a profiler trace, launch paths
 }
-# page -> share of measurement and plotting lines when listed (this list can only shrink).
-OVER_THE_LIMIT: dict[str, float] = {}
 
 
 def _code(path: Path) -> str:
@@ -139,22 +131,14 @@ LESSONS = [path for path in PAGES if page_id(path) not in MEASUREMENT_IS_THE_LES
 def test_measurement_is_a_small_share_of_the_page(path):
     measured, total = measurement_lines(path)
     value = measured / total if total else 0.0
-    listed = OVER_THE_LIMIT.get(page_id(path))
-    if listed is None:
-        assert value <= SHARE_LIMIT, (
-            f"{page_id(path)}: {measured} of {total} code lines measure or plot ({value:.0%}, "
-            f"limit {SHARE_LIMIT:.0%}): call triton_guide.benchmark helpers instead")
-    else:
-        assert value > SHARE_LIMIT, (
-            f"{page_id(path)}: {value:.0%} now, within the limit: take it off OVER_THE_LIMIT")
-        assert value <= listed + SLACK, (
-            f"{page_id(path)}: {measured} of {total} code lines measure or plot "
-            f"({value:.0%}), more than the {listed:.0%} it was listed with")
+    assert value <= SHARE_LIMIT, (
+        f"{page_id(path)}: {measured} of {total} code lines measure or plot ({value:.0%}, "
+        f"limit {SHARE_LIMIT:.0%}): call triton_guide.benchmark helpers instead")
 
 
 def test_listed_pages_exist():
     pages = {page_id(path) for path in PAGES}
-    missing = (set(OVER_THE_LIMIT) | MEASUREMENT_IS_THE_LESSON) - pages
+    missing = MEASUREMENT_IS_THE_LESSON - pages
     assert not missing, f"listed pages that no longer exist: {missing}"
 
 
