@@ -524,15 +524,6 @@ def test_the_roofline_legend_shows_each_kernels_mark_at_the_foot_of_its_line():
         assert entry.get_linestyle() == ":"
 
 
-def test_a_page_that_sweeps_through_the_device_and_roofline_helpers_has_benchmarks():
-    from triton_guide.benchmark.recording import _calls_sweep
-
-    assert _calls_sweep("sizes = measure_device_sizes(bench)")
-    assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
-    assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
-    assert not _calls_sweep("figure = roofline(placed, costs, copy)")
-
-
 def test_random_inputs_by_setting_passes_x_as_the_setting_on_inputs_of_fixed_shapes():
     seen = {"ours": [], "theirs": []}
     fns = {"ours": lambda a, b, stages: seen["ours"].append((a, b, stages)) or stages,
@@ -595,13 +586,6 @@ def test_share_and_gain_read_the_best_stage_its_gain_over_the_first_and_one_step
         "1), worst  50% at 1; from 2 to 3: 2.00x"]
     benchmark.print_share_and_gain(results, "cuBLAS", step_to=1)  # no x before the first
     assert "from" not in capsys.readouterr().out
-
-
-def test_a_page_that_sweeps_through_compute_bound_sweep_has_benchmarks():
-    from triton_guide.benchmark.recording import _calls_sweep
-
-    assert _calls_sweep("runs = compute_bound_sweep(bench, 't', [1], {}, flops, label='n')")
-    assert not _calls_sweep("runs = random_inputs_by_setting({}, 'num_stages', 8)")
 
 
 def test_a_column_of_whole_numbers_prints_without_decimals():

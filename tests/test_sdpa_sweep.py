@@ -128,7 +128,7 @@ def test_on_a_gpu_ours_and_both_backends_compute_the_same_attention(causal, back
             torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=2e-2)
 
 
-def test_a_page_that_sweeps_through_attention_sweep_has_benchmarks():
+def test_a_page_that_sweeps_through_a_sweeping_helper_has_benchmarks():
     # The stamp says "Timings live" (or that none are recorded yet) only for a page that
     # has benchmarks, found by reading its source for the calls that run a sweep.
     from triton_guide.benchmark.recording import _calls_sweep
@@ -136,7 +136,13 @@ def test_a_page_that_sweeps_through_attention_sweep_has_benchmarks():
     assert _calls_sweep("r = attention_sweep(bench, {}, [1], batch=1, heads=1, head_dim=8)")
     assert _calls_sweep("r = benchmark.attention_sweep(bench, {}, [1])")
     assert _calls_sweep("r = bench.sweep('t', [1], {}, rate)")
+    assert _calls_sweep("sizes = measure_device_sizes(bench)")
+    assert _calls_sweep("sweep_working_sets(bench, 't', [1.0], read, passes, sizes)")
+    assert _calls_sweep("benchmark.place_on_roofline(bench, 't', costs, run_kernel)")
+    assert _calls_sweep("runs = compute_bound_sweep(bench, 't', [1], {}, flops, label='n')")
     assert not _calls_sweep("out = attention(q, k, v)\nsweeps = {}")
+    assert not _calls_sweep("figure = roofline(placed, costs, copy)")
+    assert not _calls_sweep("runs = random_inputs_by_setting({}, 'num_stages', 8)")
 
 
 def test_every_page_with_recordings_is_found_to_have_benchmarks():
