@@ -39,16 +39,23 @@ def print_share_range(results, reference: str) -> dict[str, dict[str, dict]]:
     share of ``reference``'s rate over the x values, and at which x; return
     ``{gpu: {variant: {x: share}}}``."""
     found = {}
+    for _, name, share, best, worst in _shares_by_variant(results, reference, found):
+        print(f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
+              f"{format_x(best)}, worst {share[worst]:4.0%} at {format_x(worst)}")
+    return found
+
+
+def _shares_by_variant(results, reference: str, found: dict):
+    """For each GPU (its name printed first) and each variant other than ``reference``:
+    ``(run, name, {x: share of reference's rate}, best x, worst x)``, each share also kept
+    in ``found[gpu][name]``."""
     for run in results:
         print(run.gpu)
         found[run.gpu] = {}
         for name in (variant for variant in run.series if variant != reference):
             share = found[run.gpu][name] = {x: ours / theirs for x, ours, theirs
                                             in zip(run.xs, run[name], run[reference])}
-            best, worst = max(share, key=share.get), min(share, key=share.get)
-            print(f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
-                  f"{format_x(best)}, worst {share[worst]:4.0%} at {format_x(worst)}")
-    return found
+            yield run, name, share, max(share, key=share.get), min(share, key=share.get)
 
 
 def print_best_and_worst(results, within: float = 0.05) -> dict[str, tuple]:
@@ -259,22 +266,16 @@ def print_share_and_gain(results, reference: str, *, step_to=None
     GPU's clock through the sweep cancels. Return ``{gpu: {variant: {x: share}}}``, as
     :func:`print_share_range` does."""
     found = {}
-    for run in results:
-        print(run.gpu)
-        found[run.gpu] = {}
-        for name in (variant for variant in run.series if variant != reference):
-            share = found[run.gpu][name] = {x: ours / theirs for x, ours, theirs
-                                            in zip(run.xs, run[name], run[reference])}
-            best, worst = max(share, key=share.get), min(share, key=share.get)
-            first = run.xs[0]
-            line = (f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
-                    f"{format_x(best)} ({share[best] / share[first]:.2f}x its share at "
-                    f"{format_x(first)}), worst {share[worst]:4.0%} at {format_x(worst)}")
-            if step_to in run.xs[1:]:
-                before = run.xs[run.xs.index(step_to) - 1]
-                line += (f"; from {format_x(before)} to {format_x(step_to)}: "
-                         f"{share[step_to] / share[before]:.2f}x")
-            print(line)
+    for run, name, share, best, worst in _shares_by_variant(results, reference, found):
+        first = run.xs[0]
+        line = (f"  {name:<26} best {share[best]:4.0%} of {reference} at {results.label} "
+                f"{format_x(best)} ({share[best] / share[first]:.2f}x its share at "
+                f"{format_x(first)}), worst {share[worst]:4.0%} at {format_x(worst)}")
+        if step_to in run.xs[1:]:
+            before = run.xs[run.xs.index(step_to) - 1]
+            line += (f"; from {format_x(before)} to {format_x(step_to)}: "
+                     f"{share[step_to] / share[before]:.2f}x")
+        print(line)
     return found
 
 
