@@ -248,6 +248,11 @@ def compute_bound_sweep(bench, title: str, xs, variants: dict, flops: Callable[[
 GEMM_CEILINGS = {"float16": "gemm_fp16", "bfloat16": "gemm_bf16"}
 
 
+def _square(x) -> tuple[int, int, int]:
+    """``(m, n, k)`` of an ``x x x x x`` product: the products' shape unless one is given."""
+    return x, x, x
+
+
 def matmul_variant(fn: Callable[[object, object], object],
                    shape: Callable[[object], tuple[int, int, int]] | None = None, *,
                    dtype=None, b_by_columns: bool = False) -> Callable[[object], object]:
@@ -260,7 +265,7 @@ def matmul_variant(fn: Callable[[object, object], object],
     def prepare(x):
         import torch
 
-        m, n, k = shape(x) if shape is not None else (x, x, x)
+        m, n, k = (shape or _square)(x)
         kind = dtype or torch.float16
         a = torch.randn(m, k, device=device(), dtype=kind)
         b = (torch.randn(n, k, device=device(), dtype=kind).t() if b_by_columns
@@ -290,15 +295,12 @@ def sweep_matmuls(bench, title: str, xs, fns: dict[str, Callable[[object, object
         raise ValueError(f"dtype={kind}: sweep_matmuls times "
                          f"{' and '.join(GEMM_CEILINGS)} products, under their GEMM ceilings")
 
-    def sizes(x) -> tuple[int, int, int]:
-        return shape(x) if shape is not None else (x, x, x)
-
     def flops(x) -> int:
-        m, n, k = sizes(x)
+        m, n, k = (shape or _square)(x)
         return 2 * m * n * k
 
     def input_bytes(x) -> int:  # a and b of one call
-        m, n, k = sizes(x)
+        m, n, k = (shape or _square)(x)
         return (m * k + k * n) * kind.itemsize
 
     variants = {name: matmul_variant(fn, shape, dtype=kind, b_by_columns=b_by_columns)
